@@ -1,0 +1,5 @@
+'use strict'
+// The pure-JavaScript backend: same surface as the native addon.
+module.exports = {
+  ...require('./liveness.js'),
+}

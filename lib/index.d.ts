@@ -1,0 +1,3 @@
+/** `'native'` when the Rust addon is loaded, `'js'` on the pure-JavaScript fallback. */
+export declare const backend: 'native' | 'js'
+export * from './liveness'

@@ -1,0 +1,16 @@
+'use strict'
+// pi-native — everything from every subpath, plus which backend is in use.
+const binding = require('./binding.js')
+const liveness = require('./liveness.js')
+
+/** `'native'` when the Rust addon is loaded, `'js'` on the pure-JavaScript fallback. */
+exports.backend = binding.backend
+
+exports.isReloadSessionProcessAlive = liveness.isReloadSessionProcessAlive
+exports.defaultIsPidAlive = liveness.defaultIsPidAlive
+exports.checkProcessLiveness = liveness.checkProcessLiveness
+exports.getProcessStartTime = liveness.getProcessStartTime
+exports.probePid = liveness.probePid
+exports.probePids = liveness.probePids
+exports.getProcessIdentity = liveness.getProcessIdentity
+exports.isSameProcess = liveness.isSameProcess

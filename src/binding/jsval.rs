@@ -1,0 +1,51 @@
+//! Small helpers over raw JS values: exact JS coercions (so messages and paths match what the
+//! original JavaScript would build) and TypeErrors without napi-rs' extra `code` property.
+
+use napi::bindgen_prelude::*;
+use napi::{sys, JsValue};
+
+/// Throw a plain `TypeError(msg)` (no `code`), as the JavaScript originals do.
+pub fn type_error<T>(env: &Env, msg: &str) -> Result<T> {
+    env.throw_type_error(msg, None)?;
+    Err(Error::new(Status::PendingException, msg.to_string()))
+}
+
+/// Drop a pending JS exception left by a failed coercion; the caller maps it to a value.
+fn clear_pending(env: sys::napi_env) {
+    let mut ex = std::ptr::null_mut();
+    // SAFETY: env is the live env of the current call; the out pointer is a valid local.
+    unsafe { sys::napi_get_and_clear_last_exception(env, &mut ex) };
+}
+
+/// The JS `typeof`-level type of a value.
+pub fn type_of(v: &Unknown) -> Result<ValueType> {
+    v.get_type()
+}
+
+/// The number inside a value already known to be a JS number.
+pub fn number_of(v: &Unknown) -> Result<f64> {
+    // SAFETY: callers only use this after `type_of` returned `ValueType::Number`.
+    unsafe { v.cast::<f64>() }
+}
+
+/// JS `Number(v)`; None when the conversion throws (symbols, bigint, throwing valueOf).
+pub fn to_number(v: &Unknown) -> Option<f64> {
+    match v.coerce_to_number() {
+        Ok(n) => n.get_double().ok(),
+        Err(_) => {
+            clear_pending(v.value().env);
+            None
+        }
+    }
+}
+
+/// JS `String(v)` (ToString); None when the conversion throws.
+pub fn to_js_string(v: &Unknown) -> Option<String> {
+    match v.coerce_to_string() {
+        Ok(s) => s.into_utf8().ok()?.as_str().ok().map(str::to_owned),
+        Err(_) => {
+            clear_pending(v.value().env);
+            None
+        }
+    }
+}

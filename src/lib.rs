@@ -1,0 +1,8 @@
+//! pi-native: the crash-recovery and supervision core of the pi coding-agent hosts as a
+//! Node-API addon. Capability modules are plain Rust; `binding` is the thin N-API layer.
+
+#![deny(clippy::all)]
+
+pub mod binding;
+pub mod jsstr;
+pub mod liveness;
