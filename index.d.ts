@@ -36,6 +36,16 @@ export declare function getProcessIdentity(pid: number): ProcessIdentity | undef
  */
 export declare function getProcessStartTime(pid: number): number | undefined
 
+/** Owner record of a worktree integration lock (pi-adaptative `IntegrationLockOwner`). */
+export interface IntegrationLockOwner {
+  pid: number
+  hostname: string
+  token: string
+  sessionId?: string
+  laneKey?: string
+  acquiredAt: string
+}
+
 /**
  * True when `pid` is a live process (or one this process may not signal). False for
  * `undefined`, non-numbers, non-finite numbers and pids ≤ 0, and when the probe fails.
@@ -68,4 +78,11 @@ export interface ProcessIdentity {
   pid: number
   startTimeMs: number
   state: 'alive' | 'zombie' | 'eperm'
+}
+
+/** Result of `checkProcessLiveness` (pi-crew `ProcessLiveness`). */
+export interface ProcessLiveness {
+  pid?: number
+  alive: boolean
+  detail: string
 }

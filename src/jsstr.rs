@@ -27,13 +27,13 @@ pub fn js_trim(s: &str) -> &str {
     s.trim_matches(is_js_whitespace)
 }
 
-/// JS `s.trim().split(/\s+/)` — note that an all-blank input yields `[""]`, as in JS.
-pub fn js_split_whitespace(s: &str) -> Vec<&str> {
+/// JS `s.trim().split(/\s+/)` as an iterator — an all-blank input yields one `""`, as in JS.
+pub fn js_split_whitespace(s: &str) -> impl Iterator<Item = &str> {
     let t = js_trim(s);
-    if t.is_empty() {
-        return vec![""];
-    }
-    t.split(is_js_whitespace).filter(|p| !p.is_empty()).collect()
+    let blank = t.is_empty();
+    t.split(is_js_whitespace)
+        .filter(move |p| blank || !p.is_empty())
+        .take(if blank { 1 } else { usize::MAX })
 }
 
 /// JS `Number(s)` for a string (StringToNumber): trims JS white space, empty → 0,
@@ -163,7 +163,9 @@ mod tests {
 
     #[test]
     fn whitespace_set_is_the_js_one() {
-        for c in ['\t', '\n', '\u{b}', '\u{c}', '\r', ' ', '\u{a0}', '\u{feff}', '\u{3000}'] {
+        for c in [
+            '\t', '\n', '\u{b}', '\u{c}', '\r', ' ', '\u{a0}', '\u{feff}', '\u{3000}',
+        ] {
             assert!(is_js_whitespace(c), "{c:?}");
         }
         // U+0085 is Rust white space but not JS white space; U+200B is neither.
@@ -174,8 +176,10 @@ mod tests {
 
     #[test]
     fn split_like_js() {
-        assert_eq!(js_split_whitespace("  a  b\tc "), vec!["a", "b", "c"]);
-        assert_eq!(js_split_whitespace("   "), vec![""]);
+        let v: Vec<&str> = js_split_whitespace("  a  b\tc ").collect();
+        assert_eq!(v, vec!["a", "b", "c"]);
+        let v: Vec<&str> = js_split_whitespace("   ").collect();
+        assert_eq!(v, vec![""]);
     }
 
     #[test]
@@ -189,7 +193,9 @@ mod tests {
         assert_eq!(js_string_to_number(".5"), 0.5);
         assert_eq!(js_string_to_number("5."), 5.0);
         assert_eq!(js_string_to_number("-Infinity"), f64::NEG_INFINITY);
-        for bad in ["inf", "nan", "NaN", "1e", "-0x1", "0x", "1_000", "abc", "+", "."] {
+        for bad in [
+            "inf", "nan", "NaN", "1e", "-0x1", "0x", "1_000", "abc", "+", ".",
+        ] {
             assert!(js_string_to_number(bad).is_nan(), "{bad}");
         }
     }

@@ -168,18 +168,28 @@ pub fn check_process_liveness(pid: Option<f64>, js_text: impl FnOnce() -> String
     }
 }
 
-/// C4 `getProcessStartTime`: `pid_text` is the JS `String(pid)` used to build the procfs path.
-/// Linux: `floor(starttime_ticks × 100)` — a fixed legacy unit, not milliseconds.
-pub fn legacy_start_time(pid: &KillArg, pid_text: &str) -> Option<f64> {
+/// C4 `getProcessStartTime`: `pid_text` yields the JS `String(pid)` used to build the procfs
+/// path (None when that conversion throws). Linux: `floor(starttime_ticks × 100)` — a fixed
+/// legacy unit, not milliseconds.
+pub fn legacy_start_time(pid: &KillArg, pid_text: impl FnOnce() -> Option<String>) -> Option<f64> {
     kill_probe(pid).ok()?;
-    legacy_start_time_after_gate(pid, pid_text)
+    legacy_start_time_after_gate(pid, &pid_text()?)
 }
 
 #[cfg(target_os = "linux")]
-fn legacy_start_time_after_gate(_pid: &KillArg, pid_text: &str) -> Option<f64> {
-    let path = format!("/proc/{pid_text}/stat");
-    let bytes = std::fs::read(path).ok()?;
-    let ticks = stat_field_after_comm(&String::from_utf8_lossy(&bytes), 19)?;
+fn legacy_start_time_after_gate(pid: &KillArg, pid_text: &str) -> Option<f64> {
+    // The canonical decimal form of a positive pid can use the cached stat handle; any other
+    // spelling (" 12", "0x1f", …) is read by its literal path, exactly as the original does.
+    let text = match pid {
+        KillArg::Pid(p) if *p > 0 && pid_text == p.to_string() => {
+            procfs::with_stat(*p, |t| stat_field_after_comm(t, 19))?
+        }
+        _ => {
+            let bytes = std::fs::read(format!("/proc/{pid_text}/stat")).ok()?;
+            stat_field_after_comm(&String::from_utf8_lossy(&bytes), 19)
+        }
+    };
+    let ticks = text?;
     Some((ticks * 100.0).floor())
 }
 
@@ -202,8 +212,7 @@ fn legacy_start_time_after_gate(_pid: &KillArg, _pid_text: &str) -> Option<f64> 
 /// element `index` converted with JS `Number()`; non-finite or missing → None.
 pub fn stat_field_after_comm(stat: &str, index: usize) -> Option<f64> {
     let close = stat.rfind(')')?;
-    let fields = js_split_whitespace(&stat[close + 1..]);
-    let v = js_string_to_number(fields.get(index)?);
+    let v = js_string_to_number(js_split_whitespace(&stat[close + 1..]).nth(index)?);
     v.is_finite().then_some(v)
 }
 
@@ -296,26 +305,68 @@ struct OsStat {
 
 #[cfg(target_os = "linux")]
 fn os_stat(pid: i32) -> Option<OsStat> {
-    let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    let close = text.rfind(')')?;
-    let fields: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
-    let state = fields.first()?;
-    let ticks: u64 = fields.get(19).and_then(|t| t.parse().ok())?;
+    let (zombie, ticks) = procfs::with_stat(pid, |text| {
+        let close = text.rfind(')')?;
+        let mut fields = text[close + 1..].split_ascii_whitespace();
+        // Z = zombie, X/x = dead (seen only transiently while being reaped).
+        let zombie = matches!(fields.next()?, "Z" | "X" | "x");
+        let ticks: u64 = fields.nth(18)?.parse().ok()?;
+        Some((zombie, ticks))
+    })??;
     let start_time_ms = procfs::boot_time_ms().map(|boot| {
         let hz = procfs::clock_ticks_per_second();
         (boot + ticks * 1000 / hz) as f64
     });
     Some(OsStat {
-        // Z = zombie, X/x = dead (seen only transiently while being reaped).
-        zombie: matches!(*state, "Z" | "X" | "x"),
+        zombie,
         start_time_ms,
     })
 }
 
 #[cfg(target_os = "linux")]
 mod procfs {
-    use std::sync::OnceLock;
+    use std::collections::HashMap;
+    use std::fs::File;
+    use std::os::unix::fs::FileExt;
+    use std::sync::{Mutex, OnceLock};
+
+    /// Open `/proc/<pid>/stat` handles, re-read with pread: about half the cost of
+    /// open+read+close. A handle is bound to the process it was opened for, not to the number:
+    /// once that process is reaped, reads fail (ESRCH) and the entry is reopened, so a reused
+    /// pid can never be answered from the old process's handle.
+    static HANDLES: OnceLock<Mutex<HashMap<i32, File>>> = OnceLock::new();
+    const MAX_HANDLES: usize = 64;
+
+    /// Apply `f` to the text of `/proc/<pid>/stat`; None when the process is gone.
+    pub fn with_stat<R>(pid: i32, f: impl FnOnce(&str) -> R) -> Option<R> {
+        // One stat line is well under 1 KiB; 4 KiB leaves room for any comm/field widths.
+        let mut buf = [0u8; 4096];
+        let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
+        let mut map = handles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = map.get(&pid).and_then(|file| pread(file, &mut buf));
+        if n.is_none() {
+            map.remove(&pid);
+            let file = File::open(format!("/proc/{pid}/stat")).ok()?;
+            n = Some(pread(&file, &mut buf)?);
+            if map.len() >= MAX_HANDLES {
+                map.clear();
+            }
+            map.insert(pid, file);
+        }
+        drop(map);
+        let bytes = &buf[..n?];
+        Some(match std::str::from_utf8(bytes) {
+            Ok(text) => f(text),
+            Err(_) => f(&String::from_utf8_lossy(bytes)),
+        })
+    }
+
+    fn pread(file: &File, buf: &mut [u8]) -> Option<usize> {
+        match file.read_at(buf, 0) {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        }
+    }
 
     /// `btime` of /proc/stat in ms. Read once: it only moves when the wall clock is stepped,
     /// and identities compared within one process must not jitter.
@@ -394,7 +445,8 @@ mod darwin {
 mod tests {
     use super::*;
 
-    const SELF_STAT: &str = "1234 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20";
+    const SELF_STAT: &str =
+        "1234 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20";
 
     #[test]
     fn kill_arg_classification_matches_node() {
@@ -414,7 +466,10 @@ mod tests {
             KillArg::from_number(f64::NAN, || "NaN".into()),
             KillArg::InvalidType(_)
         ));
-        assert_eq!(KillArg::from_number(-2_147_483_648.0, String::new), KillArg::Pid(i32::MIN));
+        assert_eq!(
+            KillArg::from_number(-2_147_483_648.0, String::new),
+            KillArg::Pid(i32::MIN)
+        );
     }
 
     #[test]
@@ -443,10 +498,13 @@ mod tests {
         let me = std::process::id();
         let text = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
         let ticks = stat_field_after_comm(&text, 19).unwrap();
-        let got = legacy_start_time(&KillArg::Pid(me as i32), &me.to_string());
+        let got = legacy_start_time(&KillArg::Pid(me as i32), || Some(me.to_string()));
         assert_eq!(got, Some((ticks * 100.0).floor()));
         // A gate failure wins over a readable procfs path.
-        assert_eq!(legacy_start_time(&KillArg::undefined(), "self"), None);
+        assert_eq!(
+            legacy_start_time(&KillArg::undefined(), || Some("self".into())),
+            None
+        );
     }
 
     #[test]
@@ -455,7 +513,10 @@ mod tests {
         assert!(!is_reload_session_process_alive(-1.0));
         assert!(!is_reload_session_process_alive(1.5));
         assert!(!is_reload_session_process_alive(f64::INFINITY));
-        assert_eq!(check_process_liveness(None, String::new).detail, "no pid recorded");
+        assert_eq!(
+            check_process_liveness(None, String::new).detail,
+            "no pid recorded"
+        );
         assert_eq!(
             check_process_liveness(Some(2_147_483_648.0), || "2147483648".into()).detail,
             "The \"pid\" argument must be of type number. Received type number (2147483648)"
@@ -469,7 +530,10 @@ mod tests {
 
     #[test]
     fn reaped_child_is_dead_zombie_is_zombie() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         assert_eq!(probe_pid(pid), ProcState::Alive);
         child.kill().unwrap();

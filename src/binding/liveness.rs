@@ -89,11 +89,13 @@ fn os_hostname() -> String {
 /// `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:
 /// `no pid recorded`, `process is alive`, `process exists but permission is denied`,
 /// `process does not exist`, or the probe error's message. `pid` echoes the argument.
-#[napi(ts_args_type = "pid: number | undefined", ts_return_type = "ProcessLiveness")]
+#[napi(
+    ts_args_type = "pid: number | undefined",
+    ts_return_type = "ProcessLiveness"
+)]
 pub fn check_process_liveness<'a>(env: &'a Env, pid: Unknown<'a>) -> Result<Object<'a>> {
-    let l = core::check_process_liveness(as_number(&pid)?, || {
-        to_js_string(&pid).unwrap_or_default()
-    });
+    let l =
+        core::check_process_liveness(as_number(&pid)?, || to_js_string(&pid).unwrap_or_default());
     let mut obj = Object::new(env)?;
     obj.set("pid", pid)?;
     obj.set("alive", l.alive)?;
@@ -107,13 +109,14 @@ pub fn check_process_liveness<'a>(env: &'a Env, pid: Unknown<'a>) -> Result<Obje
 #[napi(ts_args_type = "pid: number", ts_return_type = "number | undefined")]
 pub fn get_process_start_time(pid: Unknown) -> Result<Either<f64, ()>> {
     let arg = kill_arg(&pid)?;
-    if core::kill_probe(&arg).is_err() {
-        return Ok(Either::B(()));
-    }
-    let Some(text) = to_js_string(&pid) else {
-        return Ok(Either::B(()));
+    let is_number = type_of(&pid)? == ValueType::Number;
+    // String(pid): an int32 number prints as its decimal digits (-0 as "0"); other values
+    // need the engine's own conversion. Only computed once the probe gate has passed.
+    let text = || match &arg {
+        KillArg::Pid(p) if is_number => Some(p.to_string()),
+        _ => to_js_string(&pid),
     };
-    Ok(match core::legacy_start_time(&arg, &text) {
+    Ok(match core::legacy_start_time(&arg, text) {
         Some(t) => Either::A(t),
         None => Either::B(()),
     })
@@ -168,7 +171,12 @@ pub fn probe_pids(env: &Env, pids: Unknown) -> Result<Vec<&'static str>> {
         let name = format!("pids[{i}]");
         let x = match arr.get::<Unknown>(i)? {
             Some(v) => pid_argument(env, &v, &name)?,
-            None => return type_error(env, &format!("The \"{name}\" argument must be of type number")),
+            None => {
+                return type_error(
+                    env,
+                    &format!("The \"{name}\" argument must be of type number"),
+                )
+            }
         };
         out.push(state_of(x));
     }
@@ -187,7 +195,10 @@ pub struct ProcessIdentity {
 
 /// The identity of `pid`, or `undefined` when no such process exists (or `pid` is not a
 /// positive int32). Throws a TypeError when `pid` is not a number.
-#[napi(ts_args_type = "pid: number", ts_return_type = "ProcessIdentity | undefined")]
+#[napi(
+    ts_args_type = "pid: number",
+    ts_return_type = "ProcessIdentity | undefined"
+)]
 pub fn get_process_identity(env: &Env, pid: Unknown) -> Result<Either<ProcessIdentity, ()>> {
     let x = pid_argument(env, &pid, "pid")?;
     let id = positive_pid(x).and_then(core::process_identity);

@@ -1,0 +1,49 @@
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { root, reapedPid, zombie } = require('./helpers.js')
+
+const cli = (...args) =>
+  spawnSync(process.execPath, [path.join(root, 'bin', 'pi-native.js'), ...args], { encoding: 'utf8', cwd: root })
+
+test('pid: live pids exit 0 with a table naming their state', () => {
+  const r = cli('pid', String(process.pid))
+  assert.equal(r.status, 0, r.stderr)
+  const [header, row] = r.stdout.trim().split('\n')
+  assert.match(header, /^PID\s+STATE\s+STARTED\s+LEGACY-START$/)
+  assert.match(row, new RegExp(`^${process.pid}\\s+alive\\s+\\d{4}-\\d\\d-\\d\\dT`))
+})
+
+test('pid --json: state, legacy start time and identity per pid; a dead pid exits 1', async () => {
+  const dead = await reapedPid()
+  const z = await zombie()
+  try {
+    const r = cli('pid', '--json', String(process.pid), String(dead), String(z.pid))
+    assert.equal(r.status, 1)
+    const report = JSON.parse(r.stdout)
+    assert.deepEqual(
+      report.map((x) => [x.pid, x.state]),
+      [
+        [process.pid, 'alive'],
+        [dead, 'dead'],
+        [z.pid, 'zombie'],
+      ],
+    )
+    assert.equal(report[0].identity.pid, process.pid)
+    assert.equal(typeof report[0].identity.startTimeMs, 'number')
+    assert.equal(report[0].legacyStartTime, require('pi-native').getProcessStartTime(process.pid))
+    assert.equal(report[1].identity, null)
+  } finally {
+    z.holder.kill('SIGKILL')
+  }
+})
+
+test('usage errors exit 2', () => {
+  for (const args of [[], ['pid'], ['pid', 'abc'], ['pid', '-5'], ['frobnicate'], ['pid', '1', '--bogus']]) {
+    const r = cli(...args)
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`)
+    assert.match(r.stdout + r.stderr, /usage: pi-native/)
+  }
+})

@@ -1,0 +1,76 @@
+'use strict'
+// Shared test helpers: both backends side by side, child processes in known states.
+const { spawn, spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const root = path.resolve(__dirname, '..')
+
+/** [name, implementation] for every backend the suite must hold for. */
+function backends() {
+  const { loadNative, loadJs } = require('../lib/binding.js')
+  return [
+    ['native', loadNative()],
+    ['js', loadJs()],
+  ]
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/** Linux process state letter from /proc, or undefined when the pid is gone. */
+function procState(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return s.slice(s.lastIndexOf(')') + 2, s.lastIndexOf(')') + 3)
+  } catch {
+    return undefined
+  }
+}
+
+/** A live child (sleep) that the test must kill. */
+function liveChild(seconds = 60) {
+  const child = spawn('sleep', [String(seconds)], { stdio: 'ignore' })
+  return child
+}
+
+/** A pid of a child that has exited and been reaped by Node. */
+async function reapedPid() {
+  const child = spawn('true', [], { stdio: 'ignore' })
+  await new Promise((r) => child.once('exit', r))
+  return child.pid
+}
+
+/**
+ * A zombie: a grandchild whose parent (`sleep 60`, exec'd by sh) never reaps it.
+ * Returns { pid, holder } — kill `holder` to let init reap the zombie.
+ */
+async function zombie() {
+  const holder = spawn('sh', ['-c', 'sleep 0.05 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const pid = await new Promise((resolve, reject) => {
+    let buf = ''
+    holder.stdout.on('data', (d) => {
+      buf += d
+      if (buf.includes('\n')) resolve(Number(buf.trim()))
+    })
+    holder.once('error', reject)
+  })
+  for (let i = 0; i < 300 && procState(pid) !== 'Z'; i++) await sleep(10)
+  if (procState(pid) !== 'Z') throw new Error(`pid ${pid} did not become a zombie`)
+  return { pid, holder }
+}
+
+/**
+ * Copy what a consumer needs (loader, lib, js, binary) into a world-readable temp dir, so a
+ * child running under another uid can load it whatever the checkout's permissions are.
+ */
+function worldReadableCopy() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-copy-'))
+  fs.chmodSync(dir, 0o755)
+  const names = ['package.json', 'index.js', 'lib', 'js', ...fs.readdirSync(root).filter((n) => n.endsWith('.node'))]
+  for (const n of names) fs.cpSync(path.join(root, n), path.join(dir, n), { recursive: true })
+  spawnSync('chmod', ['-R', 'a+rX', dir])
+  return dir
+}
+
+module.exports = { root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy }

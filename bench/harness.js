@@ -1,0 +1,95 @@
+'use strict'
+// Side-by-side timing: the JS baseline and the native implementation run in interleaved
+// batches (so machine noise hits both alike); we report medians and the ratio js/native.
+const os = require('node:os')
+const fs = require('node:fs')
+const path = require('node:path')
+
+function timeBatch(fn, iterations) {
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < iterations; i++) fn()
+  return Number(process.hrtime.bigint() - t0) / iterations
+}
+
+async function timeBatchAsync(fn, iterations) {
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < iterations; i++) await fn()
+  return Number(process.hrtime.bigint() - t0) / iterations
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+/**
+ * Run one scenario. `baseline` and `native` are functions (sync or async via `async: true`);
+ * `target` is the minimum acceptable ratio baseline/native (e.g. 5 for "≥ 5× faster").
+ */
+async function compare({ name, baseline, native, iterations = 1000, rounds = 15, async = false, target, targetText }) {
+  const b = []
+  const n = []
+  const once = async ? timeBatchAsync : timeBatch
+  await once(baseline, Math.max(1, iterations / 10)) // warm-up
+  await once(native, Math.max(1, iterations / 10))
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2) {
+      b.push(await once(baseline, iterations))
+      n.push(await once(native, iterations))
+    } else {
+      n.push(await once(native, iterations))
+      b.push(await once(baseline, iterations))
+    }
+  }
+  const baselineNs = median(b)
+  const nativeNs = median(n)
+  const ratio = baselineNs / nativeNs
+  return { name, baselineNs, nativeNs, ratio, target, targetText, met: target === undefined ? null : ratio >= target }
+}
+
+function machine() {
+  const cpus = os.cpus()
+  return {
+    cpu: cpus[0] ? cpus[0].model : 'unknown',
+    cores: cpus.length,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+    node: process.version,
+    date: new Date().toISOString(),
+  }
+}
+
+function fmtNs(ns) {
+  if (ns >= 1e9) return `${(ns / 1e9).toFixed(2)} s`
+  if (ns >= 1e6) return `${(ns / 1e6).toFixed(2)} ms`
+  if (ns >= 1e3) return `${(ns / 1e3).toFixed(2)} µs`
+  return `${ns.toFixed(0)} ns`
+}
+
+function markdown(results, m) {
+  const lines = [
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node} (${m.date.slice(0, 10)})`,
+    '',
+    '| scenario | baseline (js) | native | ratio | target | |',
+    '|---|---:|---:|---:|---|---|',
+  ]
+  for (const r of results) {
+    const status = r.met === null ? '' : r.met ? 'met' : '**missed**'
+    lines.push(
+      `| ${r.name} | ${fmtNs(r.baselineNs)} | ${fmtNs(r.nativeNs)} | ${r.ratio.toFixed(2)}× | ${r.targetText ?? ''} | ${status} |`,
+    )
+  }
+  return lines.join('\n')
+}
+
+function write(results) {
+  const m = machine()
+  const dir = path.join(__dirname, 'results')
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, 'latest.json'), `${JSON.stringify({ machine: m, results }, null, 2)}\n`)
+  const md = markdown(results, m)
+  fs.writeFileSync(path.join(dir, 'latest.md'), `${md}\n`)
+  return md
+}
+
+module.exports = { compare, write, fmtNs }

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+'use strict'
+// `npm run bench`: every scenario, native vs the js/ backend, in one run. Prints a Markdown
+// table (medians, ratios, targets met or missed) and writes bench/results/latest.{json,md}.
+const { compare, write } = require('./harness.js')
+const { loadNative, loadJs } = require('../lib/binding.js')
+
+const suites = { liveness: require('./liveness.js') }
+
+async function main() {
+  const only = process.argv.slice(2)
+  const ctx = { compare, native: loadNative(), js: loadJs() }
+  const results = []
+  for (const [name, suite] of Object.entries(suites)) {
+    if (only.length && !only.includes(name)) continue
+    process.stderr.write(`bench: ${name}…\n`)
+    results.push(...(await suite(ctx)))
+  }
+  process.stdout.write(`${write(results)}\n`)
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

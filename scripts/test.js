@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+'use strict'
+// `npm test`: build the addon if it is missing or older than its sources, check that the
+// committed generated loader/types match the build, then lint, cargo test and node tests.
+// Every step runs; the exit code is non-zero if any failed.
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const root = path.resolve(__dirname, '..')
+const results = []
+
+function run(name, cmd, args, opts = {}) {
+  process.stdout.write(`\n=== ${name}: ${cmd} ${args.join(' ')}\n`)
+  const started = Date.now()
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts })
+  const ok = r.status === 0
+  results.push({ name, ok, seconds: (Date.now() - started) / 1000 })
+  if (!ok) process.stdout.write(`=== ${name} FAILED (status ${r.status}${r.error ? `, ${r.error.message}` : ''})\n`)
+  return ok
+}
+
+function newestMtime(p) {
+  const st = fs.statSync(p)
+  if (!st.isDirectory()) return st.mtimeMs
+  return Math.max(0, ...fs.readdirSync(p).map((n) => newestMtime(path.join(p, n))))
+}
+
+function binaryIsStale() {
+  const binaries = fs.readdirSync(root).filter((n) => /^pi-native\..*\.node$/.test(n))
+  if (binaries.length === 0) return true
+  const built = Math.min(...binaries.map((n) => fs.statSync(path.join(root, n)).mtimeMs))
+  const sources = Math.max(...['src', 'Cargo.toml', 'Cargo.lock', 'build.rs'].map((p) => newestMtime(path.join(root, p))))
+  return sources > built
+}
+
+const napi = path.join(root, 'node_modules', '.bin', 'napi')
+if (binaryIsStale()) run('build', napi, ['build', '--platform', '--release'])
+
+const inGit = spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: root }).status === 0
+if (inGit) run('generated loader and types match the build', 'git', ['diff', '--exit-code', '--', 'index.js', 'index.d.ts'])
+
+run('cargo fmt', 'cargo', ['fmt', '--check'])
+run('cargo clippy', 'cargo', ['clippy', '--all-targets', '--quiet', '--', '-D', 'warnings'])
+run('cargo test', 'cargo', ['test', '--quiet'])
+// Explicit file list: `node --test <dir>` means different things on Node 20 and 22+.
+const testFiles = fs
+  .readdirSync(path.join(root, '__test__'))
+  .filter((n) => n.endsWith('.test.js') || n.endsWith('.test.mjs'))
+  .sort()
+  .map((n) => path.join('__test__', n))
+run('node tests', process.execPath, ['--test', ...testFiles])
+
+process.stdout.write('\n=== summary\n')
+for (const r of results) process.stdout.write(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)
+const failed = results.filter((r) => !r.ok).length
+process.stdout.write(`steps: ${results.length - failed} ok, ${failed} failed\n`)
+process.exit(failed ? 1 : 0)
