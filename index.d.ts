@@ -10,6 +10,13 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * Arm both argument arrays with `--session-id <id> --session-dir <dir>` (only the flags each
+ * array lacks), right after `--mode json -p` when present, else at the end. Mutates the arrays
+ * in place (`builtArgs` first); returns true iff either array changed.
+ */
+export declare function appendWorkerSessionArgs(spawnArgs: string[], builtArgs: string[], ctx: WorkerSessionContext): boolean
+
+/**
  * `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:
  * `no pid recorded`, `process is alive`, `process exists but permission is denied`,
  * `process does not exist`, or the probe error's message. `pid` echoes the argument.
@@ -22,6 +29,14 @@ export declare function checkProcessLiveness(pid: number | undefined): ProcessLi
  * Same results as pi-adaptative's `defaultIsPidAlive`.
  */
 export declare function defaultIsPidAlive(owner: IntegrationLockOwner): boolean
+
+/**
+ * Working-session identity and directory of a worker, or `null` when no safe identity can be
+ * derived (ids are reduced to their part after the last `:` and must be `[A-Za-z0-9_-]+`).
+ * An explicit `sessionDir` is returned verbatim; otherwise it is
+ * `path.join(artifactsRoot, "sessions", <agent or session id>)`.
+ */
+export declare function deriveSessionPaths(input: SessionIdentityInput): WorkerSessionContext | null
 
 /**
  * The identity of `pid`, or `undefined` when no such process exists (or `pid` is not a
@@ -85,4 +100,48 @@ export interface ProcessLiveness {
   pid?: number
   alive: boolean
   detail: string
+}
+
+/**
+ * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread;
+ * resolves `null` when nothing qualifies, on any I/O failure, or at the deadline (counted from
+ * this call; the abandoned scan stops). Never rejects.
+ */
+export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
+
+/**
+ * Whether crash recovery is on: `PI_CREW_SESSION_RECOVERY` (1/true/yes or 0/false/no, read
+ * from `process.env` at call time) wins in both directions; else `explicit` when it is not
+ * null/undefined (returned unchanged); else true.
+ */
+export declare function resolveSessionRecoveryEnabled(explicit?: boolean): boolean
+
+/** Input of `deriveSessionPaths` (pi-crew `SessionIdentityInput`). */
+export interface SessionIdentityInput {
+  sessionId?: string
+  sessionDir?: string
+  agentId?: string
+  artifactsRoot?: string
+}
+
+/** Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`). */
+export interface SessionTail {
+  /** File-derived session id: the file name without `.jsonl`. */
+  sessionId: string
+  sessionFile: string
+  text: string
+  timestamp: string
+  stopReason: string
+}
+
+/**
+ * True when a worker's end looks like a crash worth recovering: exit code `null` (signal death)
+ * or killed. `result.exitStatus`, when present, overrides `exitCode` and `killed` field by field.
+ */
+export declare function shouldAttemptSessionRecovery(result: { exitCode: number | null; exitStatus?: { exitCode?: number | null; killed?: boolean } }, killed: boolean): boolean
+
+/** A worker's session identity (pi-crew `WorkerSessionContext`). */
+export interface WorkerSessionContext {
+  sessionId: string
+  sessionDir: string
 }

@@ -835,11 +835,16 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.appendWorkerSessionArgs = nativeBinding.appendWorkerSessionArgs
 module.exports.checkProcessLiveness = nativeBinding.checkProcessLiveness
 module.exports.defaultIsPidAlive = nativeBinding.defaultIsPidAlive
+module.exports.deriveSessionPaths = nativeBinding.deriveSessionPaths
 module.exports.getProcessIdentity = nativeBinding.getProcessIdentity
 module.exports.getProcessStartTime = nativeBinding.getProcessStartTime
 module.exports.isReloadSessionProcessAlive = nativeBinding.isReloadSessionProcessAlive
 module.exports.isSameProcess = nativeBinding.isSameProcess
 module.exports.probePid = nativeBinding.probePid
 module.exports.probePids = nativeBinding.probePids
+module.exports.recoverSessionTail = nativeBinding.recoverSessionTail
+module.exports.resolveSessionRecoveryEnabled = nativeBinding.resolveSessionRecoveryEnabled
+module.exports.shouldAttemptSessionRecovery = nativeBinding.shouldAttemptSessionRecovery

@@ -2,4 +2,5 @@
 // The pure-JavaScript backend: same surface as the native addon.
 module.exports = {
   ...require('./liveness.js'),
+  ...require('./session-recovery.js'),
 }

@@ -22,7 +22,7 @@ function isMissingBinary(err) {
 }
 
 function loadNative() {
-  return require('../index.js')
+  return require('./native.js')
 }
 
 function loadJs() {

@@ -4,5 +4,8 @@
 #![deny(clippy::all)]
 
 pub mod binding;
+pub mod json;
 pub mod jsstr;
 pub mod liveness;
+pub mod nodepath;
+pub mod session_recovery;

@@ -49,3 +49,19 @@ pub fn to_js_string(v: &Unknown) -> Option<String> {
         }
     }
 }
+
+/// `obj[key]` with JS semantics: primitives are boxed, nullish `obj` throws the engine's
+/// `TypeError: Cannot read properties of null (reading 'key')`.
+pub fn prop<'a>(env: &Env, obj: &Unknown<'a>, key: &str) -> Result<Unknown<'a>> {
+    match type_of(obj)? {
+        ValueType::Undefined => type_error(
+            env,
+            &format!("Cannot read properties of undefined (reading '{key}')"),
+        ),
+        ValueType::Null => type_error(
+            env,
+            &format!("Cannot read properties of null (reading '{key}')"),
+        ),
+        _ => obj.coerce_to_object()?.get_named_property(key),
+    }
+}

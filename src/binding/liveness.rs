@@ -4,7 +4,7 @@ use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
 
-use super::jsval::{number_of, to_js_string, to_number, type_error, type_of};
+use super::jsval::{number_of, prop, to_js_string, to_number, type_error, type_of};
 use crate::jsstr::{is_integer, to_int32};
 use crate::liveness::{self as core, KillArg};
 
@@ -51,26 +51,13 @@ pub fn is_reload_session_process_alive(pid: Unknown) -> Result<bool> {
 /// Same results as pi-adaptative's `defaultIsPidAlive`.
 #[napi(ts_args_type = "owner: IntegrationLockOwner")]
 pub fn default_is_pid_alive(env: &Env, owner: Unknown) -> Result<bool> {
-    let ty = type_of(&owner)?;
-    if matches!(ty, ValueType::Undefined | ValueType::Null) {
-        let what = if ty == ValueType::Null {
-            "null"
-        } else {
-            "undefined"
-        };
-        return type_error(
-            env,
-            &format!("Cannot read properties of {what} (reading 'hostname')"),
-        );
-    }
-    let obj = owner.coerce_to_object()?;
-    let hostname: Unknown = obj.get_named_property("hostname")?;
+    let hostname = prop(env, &owner, "hostname")?;
     let same_host = type_of(&hostname)? == ValueType::String
         && to_js_string(&hostname).is_some_and(|h| h == os_hostname());
     if !same_host {
         return Ok(true);
     }
-    let pid: Unknown = obj.get_named_property("pid")?;
+    let pid = prop(env, &owner, "pid")?;
     Ok(core::default_is_pid_alive(true, &kill_arg(&pid)?))
 }
 

@@ -3,3 +3,4 @@
 
 pub mod jsval;
 pub mod liveness;
+pub mod session_recovery;

@@ -1,0 +1,393 @@
+'use strict'
+// pi-native/session-recovery: the behaviors pinned by pi-crew's tests (SPEC §4.4), and a
+// differential suite against an oracle built on the real SDK parser and migration.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { pathToFileURL } = require('node:url')
+const { backends, root } = require('./helpers.js')
+const { makeSessionDir } = require('./session-gen.js')
+
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-sr-'))
+test.after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }))
+let dirCounter = 0
+const freshDir = () => {
+  const d = path.join(tmpRoot, `d${dirCounter++}`)
+  fs.mkdirSync(d)
+  return d
+}
+
+// ---- record builders ---------------------------------------------------------------------------
+const header = (id = 'sess-1') => ({ type: 'session', version: 3, id, timestamp: '2026-10-03T10:00:00.000Z', cwd: '/w' })
+let seq = 0
+const base = (type) => ({ type, id: (seq++).toString(16).padStart(8, '0'), parentId: null, timestamp: '2026-10-03T10:00:01.000Z' })
+const user = (text) => ({ ...base('message'), message: { role: 'user', content: text, timestamp: 1 } })
+const assistant = (text, stopReason = 'stop', extra = []) => ({
+  ...base('message'),
+  message: { role: 'assistant', content: [...extra, ...(text ? [{ type: 'text', text }] : [])], stopReason, timestamp: 2 },
+})
+const toolResult = () => ({ ...base('message'), message: { role: 'toolResult', toolCallId: 'c', toolName: 'bash', content: [{ type: 'text', text: 'ok' }], isError: false, timestamp: 3 } })
+const jsonl = (records) => records.map((r) => JSON.stringify(r)).join('\n') + '\n'
+const writeSession = (dir, name, records, mtimeSec) => {
+  const p = path.join(dir, name)
+  fs.writeFileSync(p, typeof records === 'string' ? records : jsonl(records))
+  if (mtimeSec !== undefined) fs.utimesSync(p, mtimeSec, mtimeSec)
+  return p
+}
+
+// ---- the oracle: A13–A24 around the SDK's own parseSessionEntries + migrateSessionEntries -----
+let sdk
+test.before(async () => {
+  sdk = await import(pathToFileURL(path.join(root, 'node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js')).href)
+})
+
+function oracle(sessionDir, sessionId) {
+  let names
+  try {
+    names = fs.readdirSync(sessionDir)
+  } catch {
+    return null
+  }
+  const stats = []
+  for (const name of names.filter((n) => n.endsWith('.jsonl'))) {
+    try {
+      stats.push({ name, mtimeMs: fs.statSync(path.join(sessionDir, name)).mtimeMs })
+    } catch {}
+  }
+  const matches = (n) => typeof sessionId === 'string' && sessionId !== '' && n.endsWith(`_${sessionId}.jsonl`)
+  const order = (a, b) => b.mtimeMs - a.mtimeMs
+  const list = [...stats.filter((s) => matches(s.name)).sort(order), ...stats.filter((s) => !matches(s.name)).sort(order)].slice(0, 3)
+  for (const { name } of list) {
+    const file = path.join(sessionDir, name)
+    let text
+    try {
+      const st = fs.statSync(file)
+      if (st.size <= 0 || st.size > 67108864) continue
+      text = fs.readFileSync(file, 'utf8')
+    } catch {
+      continue
+    }
+    if (text.length && !text.endsWith('\n')) text = text.slice(0, text.lastIndexOf('\n') + 1)
+    const entries = sdk.parseSessionEntries(text)
+    try {
+      sdk.migrateSessionEntries(entries)
+    } catch {
+      continue
+    }
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const e = entries[i]
+      if (typeof e !== 'object' || e === null || e.type !== 'message') continue
+      const m = e.message
+      if (typeof m !== 'object' || m === null || m.role !== 'assistant') continue
+      if (typeof m.stopReason !== 'string' || m.stopReason === 'pending') continue
+      const content = m.content
+      const t = Array.isArray(content)
+        ? content.filter((p) => typeof p === 'object' && p !== null && p.type === 'text' && typeof p.text === 'string' && p.text.length > 0).map((p) => p.text).join('\n')
+        : typeof content === 'string'
+          ? content
+          : ''
+      if (!t) continue
+      return {
+        sessionId: sessionId ?? name.slice(0, -'.jsonl'.length),
+        sessionFile: file,
+        text: t,
+        timestamp: typeof e.timestamp === 'string' ? e.timestamp : '',
+        stopReason: m.stopReason,
+      }
+    }
+  }
+  return null
+}
+
+function assertSameResult(actual, expected, label) {
+  assert.deepStrictEqual(actual, expected, label)
+  if (expected) assert.deepStrictEqual(Object.keys(actual), Object.keys(expected), `${label}: property order`)
+}
+
+// ---- differential suite -----------------------------------------------------------------------
+const CASES = 1200
+let generated
+test.before(() => {
+  const parent = path.join(tmpRoot, 'gen')
+  generated = []
+  for (let seed = 1; seed <= CASES; seed++) generated.push(makeSessionDir(parent, seed))
+})
+
+for (const [name, impl] of backends()) {
+  test(`${name}: ${CASES} generated session directories match the SDK oracle`, async () => {
+    let recovered = 0
+    for (const { dir, sessionId } of generated) {
+      const expected = oracle(dir, sessionId)
+      const actual = await impl.recoverLastAssistantFromSession(dir, sessionId)
+      assertSameResult(actual, expected, `${name} ${dir} id=${JSON.stringify(sessionId)}`)
+      if (expected) recovered++
+    }
+    // The generator must exercise both outcomes substantially.
+    assert.ok(recovered > CASES * 0.3 && recovered < CASES * 0.95, `recovered ${recovered}/${CASES}`)
+  })
+}
+
+test('the generator covers the adversarial shapes', () => {
+  let bom = 0, crlf = 0, torn = 0, nul = 0, lone = 0
+  for (const { dir } of generated) {
+    for (const n of fs.readdirSync(dir)) {
+      const p = path.join(dir, n)
+      if (!n.endsWith('.jsonl') || !fs.statSync(p).isFile()) continue
+      const b = fs.readFileSync(p)
+      const t = b.toString('utf8')
+      if (t.startsWith('\ufeff')) bom++
+      if (t.includes('\r\n')) crlf++
+      if (b.length && b[b.length - 1] !== 0x0a) torn++
+      if (/^null\r?$/m.test(t)) nul++
+      if (t.includes('\\ud800')) lone++
+    }
+  }
+  for (const [k, v] of Object.entries({ bom, crlf, torn, nul, lone })) assert.ok(v >= 10, `${k}: ${v}`)
+})
+
+// ---- SPEC §4.4 pinned behaviors, both backends --------------------------------------------------
+for (const [name, impl] of backends()) {
+  const recover = impl.recoverLastAssistantFromSession
+
+  test(`${name}: full session → last assistant text with sessionId, file, stopReason`, async () => {
+    const dir = freshDir()
+    const file = writeSession(dir, '2026-10-03T10-00-00-000Z_sess-1.jsonl', [
+      header(),
+      { ...base('model_change'), provider: 'p', modelId: 'm' },
+      user('first'),
+      assistant('answer one'),
+      user('second'),
+      assistant('answer two'),
+    ])
+    const r = await recover(dir, 'sess-1')
+    assert.deepEqual(Object.keys(r), ['sessionId', 'sessionFile', 'text', 'timestamp', 'stopReason'])
+    assert.equal(r.text, 'answer two')
+    assert.equal(r.sessionId, 'sess-1')
+    assert.equal(r.stopReason, 'stop')
+    assert.equal(r.sessionFile, file)
+    assert.equal(typeof r.timestamp, 'string')
+  })
+
+  test(`${name}: trailing user / toolResult, text-less tool calls, torn tail, pending, user-only`, async () => {
+    let dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [header('s'), user('q'), assistant('spoken'), user('late question')])
+    assert.equal((await recover(dir, 's')).text, 'spoken')
+
+    dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [
+      header('s'),
+      user('q'),
+      assistant('spoken'),
+      assistant('', 'toolUse', [{ type: 'toolCall', id: 'c', name: 'bash', arguments: {} }]),
+      toolResult(),
+    ])
+    const r = await recover(dir, 's')
+    assert.equal(r.text, 'spoken')
+    assert.equal(r.stopReason, 'stop')
+
+    dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', jsonl([header('s'), assistant('kept')]) + JSON.stringify(assistant('torn')).slice(0, 40))
+    assert.equal((await recover(dir, 's')).text, 'kept')
+
+    dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [header('s'), assistant('complete'), assistant('streaming', 'pending')])
+    assert.equal((await recover(dir, 's')).text, 'complete')
+
+    dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [header('s'), user('only me'), user('again')])
+    assert.equal(await recover(dir, 's'), null)
+  })
+
+  test(`${name}: candidate order — id match beats newer files; newest id match wins; missing/empty dirs`, async () => {
+    const dir = freshDir()
+    writeSession(dir, '2026-01-01_target.jsonl', [header('target'), assistant('from match')], 1_790_000_000)
+    writeSession(dir, '2026-01-02_other.jsonl', [header('other'), assistant('from newer other')], 1_790_000_100)
+    assert.equal((await recover(dir, 'target')).text, 'from match')
+    writeSession(dir, '2026-01-03_target.jsonl', [header('target'), assistant('newest match')], 1_790_000_050)
+    assert.equal((await recover(dir, 'target')).text, 'newest match')
+    // Without an id, the newest file of all wins and the id comes from its name.
+    const r = await recover(dir)
+    assert.equal(r.text, 'from newer other')
+    assert.equal(r.sessionId, '2026-01-02_other')
+    assert.equal(await recover(path.join(dir, 'missing')), null)
+    assert.equal(await recover(freshDir(), 'x'), null)
+  })
+
+  test(`${name}: a 1 MiB single unterminated line → null`, async () => {
+    const dir = freshDir()
+    writeSession(dir, 'big_s.jsonl', 'x'.repeat(1024 * 1024))
+    assert.equal(await recover(dir, 's'), null)
+  })
+
+  test(`${name}: bad input resolves null (never rejects, never crashes)`, async () => {
+    for (const bad of [undefined, null, 42, {}, [], 'a\0b', '', Symbol('x')]) {
+      assert.equal(await recover(bad, 's'), null, String(bad?.toString?.()))
+    }
+    const dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [header('s'), assistant('hi')])
+    // A non-string id does not group but is echoed (A16).
+    const r = await recover(dir, 7)
+    assert.equal(r.sessionId, 7)
+    await assert.rejects(recover(dir, 's', { deadlineMs: 'soon' }), { name: 'TypeError', message: /options\.deadlineMs/ })
+    await assert.rejects(recover(dir, 's', 5), { name: 'TypeError', message: /"options"/ })
+  })
+
+  test(`${name}: options — maxFiles, maxFileBytes, deadlineMs`, async () => {
+    const dir = freshDir()
+    writeSession(dir, 'a_s.jsonl', [header('s'), assistant('older')], 1_790_000_000)
+    writeSession(dir, 'b_s.jsonl', [header('s'), user('no answer here')], 1_790_000_100)
+    assert.equal((await recover(dir, 's')).text, 'older')
+    assert.equal(await recover(dir, 's', { maxFiles: 1 }), null)
+    assert.equal(await recover(dir, 's', { maxFileBytes: 10 }), null)
+    assert.equal(await recover(dir, 's', { deadlineMs: 0 }), null)
+  })
+
+  test(`${name}: deriveSessionPaths (A1–A6)`, () => {
+    const R = path.join(tmpRoot, 'artifacts')
+    assert.deepEqual(impl.deriveSessionPaths({ agentId: '01_02-agent:helper', artifactsRoot: R }), {
+      sessionId: 'helper',
+      sessionDir: path.join(R, 'sessions', 'helper'),
+    })
+    assert.deepEqual(impl.deriveSessionPaths({ sessionId: 'crew-team20261003', agentId: '02_05-verifier', artifactsRoot: R }), {
+      sessionId: 'crew-team20261003',
+      sessionDir: path.join(R, 'sessions', '02_05-verifier'),
+    })
+    assert.equal(impl.deriveSessionPaths({ agentId: '../evil', artifactsRoot: R }), null)
+    assert.equal(impl.deriveSessionPaths({ sessionId: 'a b/c', artifactsRoot: R }), null)
+    assert.equal(impl.deriveSessionPaths({}), null)
+    assert.equal(impl.deriveSessionPaths({ agentId: 'ok' }), null)
+    assert.equal(impl.deriveSessionPaths({ agentId: 'x\n', artifactsRoot: R }), null)
+    // Explicit sessionDir is verbatim, artifactsRoot not needed.
+    assert.deepEqual(impl.deriveSessionPaths({ agentId: 'a:b', sessionDir: './x/../y' }), { sessionId: 'b', sessionDir: './x/../y' })
+    // An unsafe agentId is tolerated when the sessionId is safe.
+    assert.deepEqual(impl.deriveSessionPaths({ sessionId: 'ok', agentId: 'no way', artifactsRoot: 'rel/../r' }), {
+      sessionId: 'ok',
+      sessionDir: path.join('rel/../r', 'sessions', 'ok'),
+    })
+    assert.throws(() => impl.deriveSessionPaths({ agentId: 5 }), TypeError)
+    assert.throws(() => impl.deriveSessionPaths(undefined), TypeError)
+  })
+
+  test(`${name}: appendWorkerSessionArgs (A7–A10)`, () => {
+    const ctx = { sessionId: 'sid', sessionDir: '/d' }
+    const spawnArgs = ['/cli.js', '--mode', 'json', '-p', 'task text']
+    const builtArgs = ['--mode', 'json', '-p', 'task text']
+    const spawnRef = spawnArgs
+    assert.equal(impl.appendWorkerSessionArgs(spawnArgs, builtArgs, ctx), true)
+    assert.equal(spawnArgs, spawnRef, 'mutated in place')
+    assert.deepEqual(spawnArgs, ['/cli.js', '--mode', 'json', '-p', '--session-id', 'sid', '--session-dir', '/d', 'task text'])
+    assert.deepEqual(builtArgs, ['--mode', 'json', '-p', '--session-id', 'sid', '--session-dir', '/d', 'task text'])
+    assert.equal(impl.appendWorkerSessionArgs(spawnArgs, builtArgs, ctx), false)
+    assert.equal(spawnArgs.filter((a) => a === '--session-id').length, 1)
+    const plain = ['x', '--mode', 'text']
+    const partly = ['--session-dir', '/mine']
+    assert.equal(impl.appendWorkerSessionArgs(plain, partly, ctx), true)
+    assert.deepEqual(plain, ['x', '--mode', 'text', '--session-id', 'sid', '--session-dir', '/d'])
+    assert.deepEqual(partly, ['--session-dir', '/mine', '--session-id', 'sid'])
+    const eqForm = ['--session-id=x']
+    impl.appendWorkerSessionArgs(eqForm, [], ctx)
+    assert.deepEqual(eqForm, ['--session-id=x', '--session-id', 'sid', '--session-dir', '/d'])
+  })
+
+  test(`${name}: recovery gate and crash predicate (A11–A12)`, () => {
+    const saved = process.env.PI_CREW_SESSION_RECOVERY
+    try {
+      delete process.env.PI_CREW_SESSION_RECOVERY
+      assert.equal(impl.resolveSessionRecoveryEnabled(undefined), true)
+      assert.equal(impl.resolveSessionRecoveryEnabled(true), true)
+      assert.equal(impl.resolveSessionRecoveryEnabled(false), false)
+      process.env.PI_CREW_SESSION_RECOVERY = '0'
+      assert.equal(impl.resolveSessionRecoveryEnabled(true), false)
+      process.env.PI_CREW_SESSION_RECOVERY = '1'
+      assert.equal(impl.resolveSessionRecoveryEnabled(false), true)
+      process.env.PI_CREW_SESSION_RECOVERY = 'false'
+      assert.equal(impl.resolveSessionRecoveryEnabled(undefined), false)
+      process.env.PI_CREW_SESSION_RECOVERY = ' Yes '
+      assert.equal(impl.resolveSessionRecoveryEnabled(false), true)
+      process.env.PI_CREW_SESSION_RECOVERY = 'on'
+      assert.equal(impl.resolveSessionRecoveryEnabled(false), false)
+    } finally {
+      if (saved === undefined) delete process.env.PI_CREW_SESSION_RECOVERY
+      else process.env.PI_CREW_SESSION_RECOVERY = saved
+    }
+    const cases = [
+      [{ exitCode: null }, false, true],
+      [{ exitCode: 0 }, false, false],
+      [{ exitCode: 1 }, false, false],
+      [{ exitCode: 137 }, false, false],
+      [{ exitCode: 0 }, true, true],
+      [{ exitCode: 0, exitStatus: { exitCode: null } }, false, true],
+      [{ exitCode: null, exitStatus: { exitCode: 0, killed: false } }, true, false],
+      [{ exitCode: 1, exitStatus: { killed: true } }, false, true],
+      [{ exitCode: 1, exitStatus: null }, false, false],
+    ]
+    for (const [result, killed, want] of cases) {
+      assert.equal(impl.shouldAttemptSessionRecovery(result, killed), want, JSON.stringify([result, killed]))
+    }
+  })
+}
+
+// ---- scale: tail reads, size caps, the event loop --------------------------------------------
+const native = backends()[0][1]
+
+test('sparse files: exactly 64 MiB is read, one byte more is skipped; 256 MiB with the cap lifted', async () => {
+  const dir = freshDir()
+  const tail = jsonl([assistant('at the very end')])
+  const make = (name, size) => {
+    const p = path.join(dir, name)
+    const fd = fs.openSync(p, 'w')
+    fs.writeSync(fd, `${JSON.stringify(header('s'))}\n`)
+    fs.writeSync(fd, `\n${tail}`, size - tail.length - 1)
+    fs.closeSync(fd)
+    assert.equal(fs.statSync(p).size, size)
+    return p
+  }
+  make('a_s.jsonl', 64 * 1024 * 1024)
+  for (const [name, impl] of backends()) {
+    assert.equal((await impl.recoverLastAssistantFromSession(dir, 's')).text, 'at the very end', name)
+  }
+  fs.rmSync(path.join(dir, 'a_s.jsonl'))
+  make('a_s.jsonl', 64 * 1024 * 1024 + 1)
+  for (const [name, impl] of backends()) assert.equal(await impl.recoverLastAssistantFromSession(dir, 's'), null, name)
+  fs.rmSync(path.join(dir, 'a_s.jsonl'))
+  make('a_s.jsonl', 256 * 1024 * 1024)
+  assert.equal(await native.recoverLastAssistantFromSession(dir, 's'), null)
+  const r = await native.recoverLastAssistantFromSession(dir, 's', { maxFileBytes: 512 * 1024 * 1024 })
+  assert.equal(r.text, 'at the very end')
+  fs.rmSync(dir, { recursive: true })
+})
+
+test('the event loop keeps ticking while a 64 MiB file is recovered (full-parse path)', async () => {
+  const dir = freshDir()
+  // No header: the exact full-file path, which parses every line of the 64 MiB.
+  const line = JSON.stringify(toolResult()) + '\n'
+  const body = Buffer.from(line.repeat(Math.floor((64 * 1024 * 1024 - 200) / line.length)))
+  fs.writeFileSync(path.join(dir, 'big_s.jsonl'), Buffer.concat([Buffer.from(jsonl([assistant('first')])), body]))
+  let maxGap = 0
+  let ticks = 0
+  let last = performance.now()
+  const timer = setInterval(() => {
+    const now = performance.now()
+    maxGap = Math.max(maxGap, now - last)
+    last = now
+    ticks++
+  }, 1)
+  const r = await native.recoverLastAssistantFromSession(dir, 's')
+  clearInterval(timer)
+  assert.equal(r.text, 'first')
+  assert.ok(ticks >= 5, `only ${ticks} ticks`)
+  // Generous bound for a noisy 2-core machine; a blocked loop would show the whole parse time.
+  assert.ok(maxGap < 100, `event loop stalled ${maxGap.toFixed(1)} ms`)
+  fs.rmSync(dir, { recursive: true })
+})
+
+test('public module: subpath exports, ESM, root re-export', async () => {
+  const sub = require('pi-native/session-recovery')
+  assert.equal(typeof sub.recoverLastAssistantFromSession, 'function')
+  assert.equal(require('pi-native').deriveSessionPaths, sub.deriveSessionPaths)
+  const esm = await import('pi-native/session-recovery')
+  assert.equal(esm.shouldAttemptSessionRecovery({ exitCode: null }, false), true)
+  assert.equal(Object.getOwnPropertyDescriptor(sub, 'recoverLastAssistantFromSession').writable, true)
+})

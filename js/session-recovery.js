@@ -1,0 +1,201 @@
+'use strict'
+// Pure-JavaScript session recovery backend, written from SPEC.md §2.A (A1–A26).
+// It parses every candidate file completely (the original's cost profile), which makes it the
+// benchmark baseline; unlike the original it never blocks the event loop on file I/O.
+const fsp = require('node:fs/promises')
+const path = require('node:path')
+const { recoveryLimits } = require('./options.js')
+
+const isSafePathId = (v) => typeof v === 'string' && /^[A-Za-z0-9_-]+$/.test(v)
+
+function sanitize(raw, name) {
+  if (typeof raw !== 'string') throw new TypeError(`The "${name}" property must be a string`)
+  const tail = raw.includes(':') ? raw.slice(raw.lastIndexOf(':') + 1) : raw
+  return isSafePathId(tail) ? tail : null
+}
+
+function deriveSessionPaths(input) {
+  const safeAgent = input.agentId ? sanitize(input.agentId, 'agentId') : null
+  const safeSession = input.sessionId ? sanitize(input.sessionId, 'sessionId') : null
+  const sessionId = safeSession ?? safeAgent
+  const dirLeaf = safeAgent ?? safeSession
+  if (!sessionId) return null
+  if (input.sessionDir) return { sessionId, sessionDir: input.sessionDir }
+  if (!input.artifactsRoot) return null
+  if (typeof input.artifactsRoot !== 'string') throw new TypeError('The "artifactsRoot" property must be a string')
+  return { sessionId, sessionDir: path.join(input.artifactsRoot, 'sessions', dirLeaf) }
+}
+
+function armArgs(args, ctx) {
+  const missing = []
+  if (!args.includes('--session-id')) missing.push('--session-id', ctx.sessionId)
+  if (!args.includes('--session-dir')) missing.push('--session-dir', ctx.sessionDir)
+  if (missing.length === 0) return false
+  const i = args.indexOf('--mode')
+  if (i >= 0 && args[i + 1] === 'json' && args[i + 2] === '-p') args.splice(i + 3, 0, ...missing)
+  else args.push(...missing)
+  return true
+}
+
+function appendWorkerSessionArgs(spawnArgs, builtArgs, ctx) {
+  if (!Array.isArray(spawnArgs)) throw new TypeError('The "spawnArgs" argument must be an array')
+  if (!Array.isArray(builtArgs)) throw new TypeError('The "builtArgs" argument must be an array')
+  const built = armArgs(builtArgs, ctx)
+  const spawned = armArgs(spawnArgs, ctx)
+  return built || spawned
+}
+
+function envBool(name) {
+  const raw = process.env[name]
+  if (raw === undefined) return undefined
+  const v = String(raw).trim().toLowerCase()
+  if (v === '1' || v === 'true' || v === 'yes') return true
+  if (v === '0' || v === 'false' || v === 'no') return false
+  return undefined
+}
+
+function resolveSessionRecoveryEnabled(explicit) {
+  const env = envBool('PI_CREW_SESSION_RECOVERY')
+  if (env !== undefined) return env
+  return explicit ?? true
+}
+
+function shouldAttemptSessionRecovery(result, killed) {
+  const s = result.exitStatus
+  const code = s && s.exitCode !== undefined ? s.exitCode : result.exitCode
+  const wasKilled = s && s.killed !== undefined ? s.killed : killed
+  return code === null || wasKilled === true
+}
+
+// ---- recovery --------------------------------------------------------------------------------
+
+async function candidates(dir, sessionId, maxFiles) {
+  const names = (await fsp.readdir(dir)).filter((n) => n.endsWith('.jsonl'))
+  const stats = await Promise.all(
+    names.map((name) =>
+      fsp.stat(path.join(dir, name)).then(
+        (st) => ({ name, mtime: st.mtimeMs }),
+        () => null,
+      ),
+    ),
+  )
+  const kept = stats.filter(Boolean)
+  const suffix = typeof sessionId === 'string' && sessionId ? `_${sessionId}.jsonl` : null
+  const byNewest = (a, b) => b.mtime - a.mtime
+  const matched = kept.filter((c) => suffix && c.name.endsWith(suffix)).sort(byNewest)
+  const rest = kept.filter((c) => !(suffix && c.name.endsWith(suffix))).sort(byNewest)
+  return [...matched, ...rest].slice(0, maxFiles).map((c) => c.name)
+}
+
+function parseEntries(content) {
+  const out = []
+  for (const line of content.trim().split('\n')) {
+    if (!line.trim()) continue
+    try {
+      out.push(JSON.parse(line))
+    } catch {
+      // malformed lines are skipped
+    }
+  }
+  return out
+}
+
+/** A21: true when the SDK's migration would throw on these entries. */
+function migrationThrows(entries) {
+  let header
+  for (const e of entries) {
+    if (e === null) return true // reading `.type` of null while looking for the header
+    if (e.type === 'session') {
+      header = e
+      break
+    }
+  }
+  const v = header === undefined || header.version == null ? 1 : header.version
+  if (v >= 3) return false
+  if (v < 2) return entries.some((e) => e === null || typeof e !== 'object')
+  if (v < 3) return entries.some((e) => e === null)
+  return false
+}
+
+function extractText(content) {
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) return ''
+  return content
+    .filter((p) => p !== null && typeof p === 'object' && p.type === 'text' && typeof p.text === 'string' && p.text)
+    .map((p) => p.text)
+    .join('\n')
+}
+
+async function recoverFile(file, maxFileBytes) {
+  const st = await fsp.stat(file)
+  if (st.size <= 0 || st.size > maxFileBytes) return null
+  let text = await fsp.readFile(file, 'utf8')
+  if (text.length > 0 && !text.endsWith('\n')) text = text.slice(0, text.lastIndexOf('\n') + 1)
+  const entries = parseEntries(text)
+  if (migrationThrows(entries)) return null
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const e = entries[i]
+    if (e === null || typeof e !== 'object' || e.type !== 'message') continue
+    const m = e.message
+    if (m === null || typeof m !== 'object' || m.role !== 'assistant') continue
+    if (typeof m.stopReason !== 'string' || m.stopReason === 'pending') continue
+    const t = extractText(m.content)
+    if (!t) continue
+    return { text: t, timestamp: typeof e.timestamp === 'string' ? e.timestamp : '', stopReason: m.stopReason }
+  }
+  return null
+}
+
+async function scan(sessionDir, sessionId, limits, state) {
+  const names = await candidates(sessionDir, sessionId, limits.maxFiles)
+  for (const name of names) {
+    if (state.abandoned) return null
+    const sessionFile = path.join(sessionDir, name)
+    const found = await recoverFile(sessionFile, limits.maxFileBytes).catch(() => null)
+    if (found) {
+      return {
+        sessionId: sessionId ?? name.replace(/\.jsonl$/, ''),
+        sessionFile,
+        text: found.text,
+        timestamp: found.timestamp,
+        stopReason: found.stopReason,
+      }
+    }
+  }
+  return null
+}
+
+function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
+  let limits
+  try {
+    limits = recoveryLimits(options)
+  } catch (err) {
+    return Promise.reject(err)
+  }
+  return new Promise((resolve) => {
+    const state = { abandoned: false }
+    const timer = setTimeout(() => {
+      state.abandoned = true
+      resolve(null)
+    }, limits.deadlineMs)
+    timer.unref()
+    scan(sessionDir, sessionId, limits, state).then(
+      (r) => {
+        clearTimeout(timer)
+        resolve(r)
+      },
+      () => {
+        clearTimeout(timer)
+        resolve(null)
+      },
+    )
+  })
+}
+
+module.exports = {
+  deriveSessionPaths,
+  appendWorkerSessionArgs,
+  resolveSessionRecoveryEnabled,
+  shouldAttemptSessionRecovery,
+  recoverLastAssistantFromSession,
+}

@@ -1,0 +1,754 @@
+//! Session tail-recovery (SPEC §1.A, §2.A): find the last complete assistant message a dead
+//! worker left in its pi session JSONL files.
+//!
+//! Recovery reads each candidate from its END and stops at the first qualifying record when
+//! that is provably the answer the original's whole-file parse would give: the file's first
+//! parsed value is a session header with version ≥ 3, so migration cannot throw and nothing
+//! before the answer matters (DESIGN W-A2). Every other file takes the exact full-file path
+//! (A20–A21), streamed line by line.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::json::{self, Json};
+use crate::jsstr::{is_js_whitespace, js_trim};
+use crate::nodepath;
+
+/// Defaults of the original module.
+pub const DEFAULT_DEADLINE_MS: u64 = 5000;
+pub const DEFAULT_MAX_FILES: usize = 3;
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Identity, spawn arguments, gates (A1–A12)
+
+/// pi-crew `isSafePathId`: one or more of ASCII `A–Z a–z 0–9 _ -`, nothing else.
+pub fn is_safe_path_id(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A1: the part after the last `:` (or all of it), kept only if it is a safe path id.
+pub fn sanitize(raw: &str) -> Option<&str> {
+    let tail = match raw.rfind(':') {
+        Some(i) => &raw[i + 1..],
+        None => raw,
+    };
+    is_safe_path_id(tail).then_some(tail)
+}
+
+/// A2–A3: `(sessionId, dirLeaf)` from the (truthy) raw ids, or None when neither is safe.
+pub fn derive_identity(
+    session_id: Option<&str>,
+    agent_id: Option<&str>,
+) -> Option<(String, String)> {
+    let safe_agent = agent_id.filter(|s| !s.is_empty()).and_then(sanitize);
+    let safe_session = session_id.filter(|s| !s.is_empty()).and_then(sanitize);
+    let id = safe_session.or(safe_agent)?;
+    let leaf = safe_agent.or(safe_session)?;
+    Some((id.to_string(), leaf.to_string()))
+}
+
+/// A5: `path.join(artifactsRoot, "sessions", dirLeaf)`.
+pub fn sessions_dir(artifacts_root: &str, dir_leaf: &str) -> String {
+    nodepath::join(&[artifacts_root, "sessions", dir_leaf])
+}
+
+/// One element to insert into a spawn argument array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgPart {
+    SessionIdFlag,
+    SessionIdValue,
+    SessionDirFlag,
+    SessionDirValue,
+}
+
+/// A8–A9 for one array (`None` = an element that is not a string): where to insert which
+/// parts, or None when the array already carries both flags.
+pub fn plan_session_args(args: &[Option<&str>]) -> Option<(usize, Vec<ArgPart>)> {
+    let has = |flag: &str| args.contains(&Some(flag));
+    let mut parts = Vec::new();
+    if !has("--session-id") {
+        parts.extend([ArgPart::SessionIdFlag, ArgPart::SessionIdValue]);
+    }
+    if !has("--session-dir") {
+        parts.extend([ArgPart::SessionDirFlag, ArgPart::SessionDirValue]);
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let at = match args.iter().position(|a| *a == Some("--mode")) {
+        Some(i)
+            if args.get(i + 1) == Some(&Some("json")) && args.get(i + 2) == Some(&Some("-p")) =>
+        {
+            i + 3
+        }
+        _ => args.len(),
+    };
+    Some((at, parts))
+}
+
+/// `getCrewEnvBool` parser: trim (JS set), lowercase; 1/true/yes, 0/false/no, else undefined.
+pub fn parse_env_bool(raw: Option<&str>) -> Option<bool> {
+    match js_trim(raw?).to_lowercase().as_str() {
+        "1" | "true" | "yes" => Some(true),
+        "0" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// The JS values A12 distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tri {
+    /// The property is absent or `undefined`.
+    Undefined,
+    Null,
+    True,
+    /// Anything else.
+    Other,
+}
+
+/// A12: `exitStatus` (when truthy) overrides `exitCode` and `killed` property by property.
+pub fn should_attempt(exit_code: Tri, exit_status: Option<(Tri, Tri)>, killed: Tri) -> bool {
+    let (code, was_killed) = match exit_status {
+        Some((s_code, s_killed)) => (
+            if s_code != Tri::Undefined {
+                s_code
+            } else {
+                exit_code
+            },
+            if s_killed != Tri::Undefined {
+                s_killed
+            } else {
+                killed
+            },
+        ),
+        None => (exit_code, killed),
+    };
+    code == Tri::Null || was_killed == Tri::True
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery (A13–A26)
+
+/// Limits of one recovery call.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_file_bytes: u64,
+    pub max_files: usize,
+    pub deadline: Instant,
+}
+
+/// What a file yields; `session_id` is the file-derived id (A16), used when the caller gave none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    pub session_id: String,
+    pub session_file: String,
+    pub text: Vec<u16>,
+    pub timestamp: Vec<u16>,
+    pub stop_reason: Vec<u16>,
+}
+
+/// Why work stopped early.
+struct Stop;
+
+struct Budget<'a> {
+    deadline: Instant,
+    cancel: &'a AtomicBool,
+}
+
+impl Budget<'_> {
+    fn check(&self) -> Result<(), Stop> {
+        if self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+            Err(Stop)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A13–A16: recover from `dir`. `session_id` is used for candidate grouping only when it is a
+/// non-empty string. Stops (None) at the deadline or when `cancel` is set.
+pub fn recover(
+    dir: &str,
+    session_id: Option<&str>,
+    limits: &Limits,
+    cancel: &AtomicBool,
+) -> Option<Recovered> {
+    let budget = Budget {
+        deadline: limits.deadline,
+        cancel,
+    };
+    let candidates = candidates(dir, session_id.filter(|s| !s.is_empty()), limits.max_files)?;
+    for name in candidates {
+        budget.check().ok()?;
+        let file_path = nodepath::join(&[dir, &name]);
+        match recover_file(&file_path, limits.max_file_bytes, &budget) {
+            Ok(Some(found)) => {
+                return Some(Recovered {
+                    session_id: name.strip_suffix(".jsonl").unwrap_or(&name).to_string(),
+                    session_file: file_path,
+                    text: found.text,
+                    timestamp: found.timestamp,
+                    stop_reason: found.stop_reason,
+                })
+            }
+            Ok(None) => {}
+            Err(Stop) => return None,
+        }
+    }
+    None
+}
+
+/// Node's `Stats#mtimeMs`: seconds × 1e3 + nanoseconds / 1e6, in double arithmetic.
+fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime() as f64 * 1e3 + meta.mtime_nsec() as f64 / 1e6
+}
+
+/// A13–A14: names to try, id-matched first, newest first, at most `max_files`.
+fn candidates(dir: &str, session_id: Option<&str>, max_files: usize) -> Option<Vec<String>> {
+    if dir.contains('\0') {
+        return None;
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        // Node turns a non-UTF-8 name into a different string whose stat then fails (K2).
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes())); // libuv order (K1)
+    let suffix = session_id.map(|id| format!("_{id}.jsonl"));
+    let mut matched: Vec<(f64, String)> = Vec::new();
+    let mut rest: Vec<(f64, String)> = Vec::new();
+    for name in names {
+        let Ok(meta) = std::fs::metadata(nodepath::join(&[dir, &name])) else {
+            continue;
+        };
+        let group = match &suffix {
+            Some(s) if name.ends_with(s.as_str()) => &mut matched,
+            _ => &mut rest,
+        };
+        group.push((mtime_ms(&meta), name));
+    }
+    // Stable sorts: equal mtimes keep listing order.
+    let newest_first = |a: &(f64, String), b: &(f64, String)| b.0.total_cmp(&a.0);
+    matched.sort_by(newest_first);
+    rest.sort_by(newest_first);
+    Some(
+        matched
+            .into_iter()
+            .chain(rest)
+            .take(max_files)
+            .map(|(_, n)| n)
+            .collect(),
+    )
+}
+
+/// The answer inside one file.
+struct Found {
+    text: Vec<u16>,
+    timestamp: Vec<u16>,
+    stop_reason: Vec<u16>,
+}
+
+/// A22–A24: the recovery answer carried by one parsed value, if it qualifies.
+fn qualify(entry: &Json) -> Option<Found> {
+    if !entry.get("type")?.is_str("message") {
+        return None;
+    }
+    let message = entry.get("message")?;
+    if !message.get("role")?.is_str("assistant") {
+        return None;
+    }
+    let stop_reason = match message.get("stopReason")? {
+        Json::Str(s) if !json::utf16_eq(s, "pending") => s.clone(),
+        _ => return None,
+    };
+    let text: Vec<u16> = match message.get("content") {
+        Some(Json::Str(s)) => s.clone(),
+        Some(Json::Arr(parts)) => {
+            let mut out: Vec<u16> = Vec::new();
+            let mut first = true;
+            for part in parts {
+                if !part.get("type").is_some_and(|t| t.is_str("text")) {
+                    continue;
+                }
+                if let Some(Json::Str(t)) = part.get("text") {
+                    if t.is_empty() {
+                        continue;
+                    }
+                    if !first {
+                        out.push(u16::from(b'\n'));
+                    }
+                    first = false;
+                    out.extend_from_slice(t);
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    };
+    if text.is_empty() {
+        return None;
+    }
+    let timestamp = match entry.get("timestamp") {
+        Some(Json::Str(s)) => s.clone(),
+        _ => Vec::new(),
+    };
+    Some(Found {
+        text,
+        timestamp,
+        stop_reason,
+    })
+}
+
+/// For a session header (`type === "session"`), the version migration compares: absent or
+/// null → 1, else the value as JS relational comparison converts it (NaN fails them all).
+fn header_version(v: &Json) -> Option<f64> {
+    if !v.get("type")?.is_str("session") {
+        return None;
+    }
+    Some(match v.get("version") {
+        None | Some(Json::Null) => 1.0,
+        Some(ver) => ver.to_number(),
+    })
+}
+
+/// A cheap exact pre-filter: a value can only carry the string "assistant" if the raw line
+/// spells it out or uses a `\u` escape somewhere.
+fn may_qualify(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"assistant").is_some()
+        || memchr::memmem::find(line, b"\\u").is_some()
+}
+
+const CHUNK: usize = 64 * 1024;
+/// How far into a file the header line is looked for before giving up on the fast path.
+const HEADER_PROBE_LIMIT: usize = 1024 * 1024;
+
+/// A17–A24 for one file: Ok(None) = nothing recoverable, Err(Stop) = out of time.
+fn recover_file(path: &str, max_bytes: u64, budget: &Budget) -> Result<Option<Found>, Stop> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(None);
+    };
+    let size = meta.len();
+    if size == 0 || size > max_bytes {
+        return Ok(None);
+    }
+    let Ok(file) = File::open(path) else {
+        return Ok(None);
+    };
+    // A19: only the text up to and including the last LF counts.
+    let Some(end) = last_lf_end(&file, size, budget)? else {
+        return Ok(None);
+    };
+    match header_line_end(&file, end) {
+        Some(body_start) => tail_scan(&file, body_start, end, budget),
+        None => full_scan(&file, end, budget),
+    }
+}
+
+/// Offset just past the last LF of the first `size` bytes, or None without any LF (or on a
+/// read error, which the original reports as "nothing recovered" too).
+fn last_lf_end(file: &File, size: u64, budget: &Budget) -> Result<Option<u64>, Stop> {
+    let mut hi = size;
+    let mut buf = vec![0u8; CHUNK];
+    while hi > 0 {
+        budget.check()?;
+        let lo = hi.saturating_sub(CHUNK as u64);
+        let n = (hi - lo) as usize;
+        if file.read_exact_at(&mut buf[..n], lo).is_err() {
+            return Ok(None);
+        }
+        if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
+            return Ok(Some(lo + i as u64 + 1));
+        }
+        hi = lo;
+    }
+    Ok(None)
+}
+
+/// When the first parsed value is a session header with version ≥ 3, the offset just past
+/// that header's line; otherwise None (the file needs the full path).
+fn header_line_end(file: &File, end: u64) -> Option<u64> {
+    let want = (end as usize).min(HEADER_PROBE_LIMIT);
+    let mut buf = vec![0u8; want];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    // Only complete lines of the probe are decoded (LF never splits a UTF-8 sequence).
+    let complete = memchr::memrchr(b'\n', &buf)? + 1;
+    let text = String::from_utf8_lossy(&buf[..complete]);
+    let start = text.len() - text.trim_start_matches(is_js_whitespace).len();
+    let line_len = text[start..].find('\n')?;
+    // `>= 3` is false for NaN, as in JS.
+    let version = header_version(&json::parse(&text[start..start + line_len])?)?;
+    if version.partial_cmp(&3.0).is_none_or(|o| o.is_lt()) {
+        return None;
+    }
+    // Byte offset of the header's LF in the file: the decoded prefix may differ in length from
+    // the raw bytes (U+FFFD replacements), so find it by counting LFs instead.
+    let lf_index = text[..start + line_len].matches('\n').count();
+    let mut seen = 0;
+    for (i, &b) in buf[..complete].iter().enumerate() {
+        if b == b'\n' {
+            if seen == lf_index {
+                return Some(i as u64 + 1);
+            }
+            seen += 1;
+        }
+    }
+    None
+}
+
+/// Lines of `[start, end)` from last to first (each without its LF).
+struct ReverseLines<'a> {
+    file: &'a File,
+    start: u64,
+    /// File offset of `buf[0]`.
+    pos: u64,
+    buf: Vec<u8>,
+    /// Unconsumed bytes are `buf[..len]`.
+    len: usize,
+    chunk: usize,
+    done: bool,
+}
+
+impl<'a> ReverseLines<'a> {
+    fn new(file: &'a File, start: u64, end: u64) -> Self {
+        ReverseLines {
+            file,
+            start,
+            pos: end,
+            buf: Vec::new(),
+            len: 0,
+            chunk: CHUNK,
+            done: start >= end,
+        }
+    }
+
+    /// The next line back (as a range of `buf`), Ok(None) at the start, Err on read failure.
+    fn next_line(&mut self) -> std::io::Result<Option<std::ops::Range<usize>>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if let Some(i) = memchr::memrchr(b'\n', &self.buf[..self.len]) {
+                let line = i + 1..self.len;
+                self.len = i;
+                return Ok(Some(line));
+            }
+            if self.pos == self.start {
+                // What is left is the first line of the range.
+                self.done = true;
+                return Ok(Some(0..self.len));
+            }
+            // Prepend the previous chunk; grow the chunk for very long lines (linear overall).
+            let n = (self.pos - self.start).min(self.chunk as u64) as usize;
+            let mut fresh = vec![0u8; n + self.len];
+            self.file
+                .read_exact_at(&mut fresh[..n], self.pos - n as u64)?;
+            fresh[n..].copy_from_slice(&self.buf[..self.len]);
+            self.buf = fresh;
+            self.len = self.buf.len();
+            self.pos -= n as u64;
+            self.chunk = (self.chunk * 2).min(16 * 1024 * 1024);
+        }
+    }
+}
+
+/// Fast path: scan from the end; the first qualifying value is the answer.
+fn tail_scan(
+    file: &File,
+    body_start: u64,
+    end: u64,
+    budget: &Budget,
+) -> Result<Option<Found>, Stop> {
+    let mut lines = ReverseLines::new(file, body_start, end);
+    // The whole text was JS-trimmed: the last non-blank line loses trailing JS white space.
+    let mut seen_non_blank = false;
+    let mut count = 0u32;
+    loop {
+        count = count.wrapping_add(1);
+        if count.is_multiple_of(64) {
+            budget.check()?;
+        }
+        let range = match lines.next_line() {
+            Ok(Some(r)) => r,
+            Ok(None) | Err(_) => return Ok(None),
+        };
+        let raw = &lines.buf[range];
+        if !seen_non_blank {
+            let text = String::from_utf8_lossy(raw);
+            if js_trim(&text).is_empty() {
+                continue;
+            }
+            seen_non_blank = true;
+            let trimmed = text.trim_end_matches(is_js_whitespace);
+            if let Some(found) = json::parse(trimmed).as_ref().and_then(qualify) {
+                return Ok(Some(found));
+            }
+            continue;
+        }
+        if !may_qualify(raw) {
+            continue;
+        }
+        if let Some(found) = json::parse(&String::from_utf8_lossy(raw))
+            .as_ref()
+            .and_then(qualify)
+        {
+            return Ok(Some(found));
+        }
+    }
+}
+
+/// Facts of the whole-file path: the migration outcome (A21) and the last answer (A22).
+#[derive(Default)]
+struct Migration {
+    header_version: Option<f64>,
+    null_before_header: bool,
+    any_null: bool,
+    any_primitive: bool,
+}
+
+impl Migration {
+    fn observe(&mut self, v: &Json) {
+        match v {
+            Json::Null => {
+                self.any_null = true;
+                if self.header_version.is_none() {
+                    self.null_before_header = true;
+                }
+            }
+            Json::Bool(_) | Json::Num(_) | Json::Str(_) => self.any_primitive = true,
+            Json::Obj(_) if self.header_version.is_none() => {
+                self.header_version = header_version(v);
+            }
+            _ => {}
+        }
+    }
+
+    /// Would the SDK's migration throw on this file?
+    fn throws(&self) -> bool {
+        if self.null_before_header {
+            return true;
+        }
+        let v = self.header_version.unwrap_or(1.0);
+        if v >= 3.0 {
+            false
+        } else if v < 2.0 {
+            self.any_null || self.any_primitive
+        } else if v < 3.0 {
+            self.any_null
+        } else {
+            false // NaN fails every comparison
+        }
+    }
+}
+
+/// Exact path (A20–A24): every line of `[0, end)`, front to back.
+fn full_scan(file: &File, end: u64, budget: &Budget) -> Result<Option<Found>, Stop> {
+    let mut reader = BufReader::with_capacity(CHUNK, file.take(end));
+    let mut migration = Migration::default();
+    let mut answer: Option<Found> = None;
+    let mut at_start = true;
+    // The last non-blank line is held back: the whole-text trim strips its trailing white space.
+    let mut held: Option<String> = None;
+    let mut line: Vec<u8> = Vec::new();
+    let mut count = 0u32;
+    fn consider(text: &str, migration: &mut Migration, answer: &mut Option<Found>) {
+        if let Some(v) = json::parse(text) {
+            migration.observe(&v);
+            if let Some(found) = qualify(&v) {
+                *answer = Some(found);
+            }
+        }
+    }
+    loop {
+        count = count.wrapping_add(1);
+        if count.is_multiple_of(64) {
+            budget.check()?;
+        }
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => return Ok(None),
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let decoded = String::from_utf8_lossy(&line);
+        let mut piece: &str = &decoded;
+        if at_start {
+            piece = piece.trim_start_matches(is_js_whitespace);
+        }
+        if js_trim(piece).is_empty() {
+            continue;
+        }
+        at_start = false;
+        if let Some(prev) = held.replace(piece.to_string()) {
+            consider(&prev, &mut migration, &mut answer);
+        }
+    }
+    if let Some(last) = held {
+        consider(
+            last.trim_end_matches(is_js_whitespace),
+            &mut migration,
+            &mut answer,
+        );
+    }
+    Ok(if migration.throws() { None } else { answer })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    #[test]
+    fn identity_rules() {
+        assert_eq!(sanitize("01_02-agent:helper"), Some("helper"));
+        assert_eq!(sanitize("a:"), None);
+        assert_eq!(sanitize("x\n"), None);
+        assert_eq!(
+            derive_identity(Some("crew-team20261003"), Some("02_05-verifier")),
+            Some(("crew-team20261003".into(), "02_05-verifier".into()))
+        );
+        assert_eq!(derive_identity(None, Some("../evil")), None);
+        assert_eq!(
+            derive_identity(Some("ok"), Some("bad id")),
+            Some(("ok".into(), "ok".into()))
+        );
+    }
+
+    #[test]
+    fn insertion_plan() {
+        let args = [
+            Some("node"),
+            Some("--mode"),
+            Some("json"),
+            Some("-p"),
+            Some("task"),
+        ];
+        assert_eq!(
+            plan_session_args(&args),
+            Some((
+                4,
+                vec![
+                    ArgPart::SessionIdFlag,
+                    ArgPart::SessionIdValue,
+                    ArgPart::SessionDirFlag,
+                    ArgPart::SessionDirValue
+                ]
+            ))
+        );
+        let armed = [Some("--session-dir"), None, Some("--session-id"), Some("x")];
+        assert_eq!(plan_session_args(&armed), None);
+        let only_dir = [
+            Some("--session-id"),
+            Some("x"),
+            Some("--mode"),
+            Some("json"),
+        ];
+        assert_eq!(
+            plan_session_args(&only_dir),
+            Some((4, vec![ArgPart::SessionDirFlag, ArgPart::SessionDirValue]))
+        );
+    }
+
+    #[test]
+    fn env_bool_and_gate() {
+        assert_eq!(parse_env_bool(Some(" YES\u{a0}")), Some(true));
+        assert_eq!(parse_env_bool(Some("off")), None);
+        assert_eq!(parse_env_bool(Some("")), None);
+        assert_eq!(parse_env_bool(None), None);
+        assert!(should_attempt(Tri::Null, None, Tri::Other));
+        assert!(!should_attempt(Tri::Other, None, Tri::Other));
+        assert!(should_attempt(Tri::Other, None, Tri::True));
+        assert!(!should_attempt(
+            Tri::Null,
+            Some((Tri::Other, Tri::Other)),
+            Tri::True
+        ));
+        assert!(should_attempt(
+            Tri::Other,
+            Some((Tri::Null, Tri::Undefined)),
+            Tri::Other
+        ));
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+            deadline: Instant::now() + Duration::from_secs(5),
+        }
+    }
+
+    fn write(dir: &std::path::Path, name: &str, body: &str) {
+        std::fs::File::create(dir.join(name))
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+    }
+
+    const HEADER: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+    fn assistant(text: &str, stop: &str) -> String {
+        format!(
+            r#"{{"type":"message","id":"a","parentId":null,"timestamp":"T","message":{{"role":"assistant","content":[{{"type":"text","text":"{text}"}}],"stopReason":"{stop}"}}}}"#
+        )
+    }
+
+    #[test]
+    fn tail_and_full_paths_agree_on_simple_sessions() {
+        let tmp = std::env::temp_dir().join(format!("pi-native-sr-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let user = r#"{"type":"message","message":{"role":"user","content":"hi"}}"#;
+        let body = format!(
+            "{}\n{}\n{}\n{}\n",
+            HEADER,
+            assistant("one", "stop"),
+            assistant("two", "pending"),
+            user
+        );
+        write(&tmp, "2026_s.jsonl", &body);
+        // Same records without a header: full path, and v1 migration has nothing to reject.
+        let no_header = body.replacen(&format!("{HEADER}\n"), "", 1);
+        write(&tmp, "other.jsonl", &no_header);
+        let cancel = AtomicBool::new(false);
+        let dir = tmp.to_str().unwrap();
+        let r = recover(dir, Some("s"), &limits(), &cancel).unwrap();
+        assert_eq!(String::from_utf16(&r.text).unwrap(), "one");
+        assert_eq!(r.session_id, "2026_s");
+        let f = File::open(tmp.join("other.jsonl")).unwrap();
+        let budget = Budget {
+            deadline: Instant::now() + Duration::from_secs(5),
+            cancel: &cancel,
+        };
+        let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
+            .ok()
+            .flatten()
+            .unwrap();
+        assert!(header_line_end(&f, end).is_none());
+        let found = full_scan(&f, end, &budget).ok().flatten().unwrap();
+        assert_eq!(String::from_utf16(&found.text).unwrap(), "one");
+        // A primitive line in a v1 file makes migration throw: nothing recovered.
+        write(&tmp, "other.jsonl", &format!("5\n{no_header}"));
+        let f = File::open(tmp.join("other.jsonl")).unwrap();
+        let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
+            .ok()
+            .flatten()
+            .unwrap();
+        assert!(full_scan(&f, end, &budget).ok().flatten().is_none());
+        // Cancellation stops the whole call.
+        cancel.store(true, Ordering::Relaxed);
+        assert!(recover(dir, Some("s"), &limits(), &cancel).is_none());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}
