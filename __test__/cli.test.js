@@ -47,3 +47,38 @@ test('usage errors exit 2', () => {
     assert.match(r.stdout + r.stderr, /usage: pi-native/)
   }
 })
+
+test('recover: prints the recovered text and file; --json; nothing recoverable exits 1', () => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-cli-'))
+  try {
+    const file = path.join(dir, '2026-10-03T10-00-00-000Z_w1.jsonl')
+    fs.writeFileSync(
+      file,
+      [
+        { type: 'session', version: 3, id: 'w1', timestamp: '2026-10-03T10:00:00.000Z', cwd: '/' },
+        { type: 'message', id: 'a', parentId: null, timestamp: 'T1', message: { role: 'assistant', content: [{ type: 'text', text: 'final words' }], stopReason: 'stop' } },
+      ]
+        .map((r) => JSON.stringify(r))
+        .join('\n') + '\n',
+    )
+    const human = cli('recover', dir, '--session-id', 'w1')
+    assert.equal(human.status, 0, human.stderr)
+    assert.match(human.stdout, /final words/)
+    assert.ok(human.stdout.includes(file))
+    const json = cli('recover', dir, '--json')
+    assert.equal(json.status, 0)
+    const parsed = JSON.parse(json.stdout)
+    assert.deepEqual(parsed.result, { sessionId: '2026-10-03T10-00-00-000Z_w1', sessionFile: file, text: 'final words', timestamp: 'T1', stopReason: 'stop' })
+    assert.equal(typeof parsed.elapsedMs, 'number')
+    const none = cli('recover', path.join(dir, 'missing'))
+    assert.equal(none.status, 1)
+    assert.match(none.stdout, /nothing recoverable/)
+    for (const bad of [['recover'], ['recover', 'a', 'b'], ['recover', dir, '--session-id']]) {
+      assert.equal(cli(...bad).status, 2, bad.join(' '))
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

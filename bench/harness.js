@@ -26,18 +26,18 @@ const median = (xs) => {
  * Run one scenario. `baseline` and `native` are functions (sync or async via `async: true`);
  * `target` is the minimum acceptable ratio baseline/native (e.g. 5 for "≥ 5× faster").
  */
-async function compare({ name, baseline, native, iterations = 1000, rounds = 15, async = false, target, targetText }) {
+async function compare({ name, baseline, native, iterations = 1000, nativeIterations = iterations, rounds = 15, async = false, target, targetText }) {
   const b = []
   const n = []
   const once = async ? timeBatchAsync : timeBatch
   await once(baseline, Math.max(1, iterations / 10)) // warm-up
-  await once(native, Math.max(1, iterations / 10))
+  await once(native, Math.max(1, nativeIterations / 10))
   for (let r = 0; r < rounds; r++) {
     if (r % 2) {
       b.push(await once(baseline, iterations))
-      n.push(await once(native, iterations))
+      n.push(await once(native, nativeIterations))
     } else {
-      n.push(await once(native, iterations))
+      n.push(await once(native, nativeIterations))
       b.push(await once(baseline, iterations))
     }
   }
@@ -79,6 +79,8 @@ function markdown(results, m) {
       `| ${r.name} | ${fmtNs(r.baselineNs)} | ${fmtNs(r.nativeNs)} | ${r.ratio.toFixed(2)}× | ${r.targetText ?? ''} | ${status} |`,
     )
   }
+  const notes = results.filter((r) => r.notes).map((r) => `- ${r.name}: ${r.notes}`)
+  if (notes.length) lines.push('', ...notes)
   return lines.join('\n')
 }
 

@@ -5,7 +5,10 @@
 const { compare, write } = require('./harness.js')
 const { loadNative, loadJs } = require('../lib/binding.js')
 
-const suites = { liveness: require('./liveness.js') }
+const suites = {
+  liveness: require('./liveness.js'),
+  'session-recovery': require('./session-recovery.js'),
+}
 
 async function main() {
   const only = process.argv.slice(2)

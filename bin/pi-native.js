@@ -7,20 +7,29 @@ const USAGE = `usage: pi-native <command> [options]
 
 commands:
   pid <pid...> [--json]    probe state, legacy start time and identity of each pid
+  recover <sessionDir> [--session-id ID] [--json]
+                           what session recovery returns for a worker's session directory
 
 exit codes: 0 ok, 1 not found, 2 usage error`
 
 class UsageError extends Error {}
 
+const VALUE_OPTIONS = new Set(['--session-id'])
+
 function parse(argv) {
   const flags = new Set()
+  const values = {}
   const args = []
-  for (const a of argv) {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
     if (a === '--json' || a === '--help' || a === '-h') flags.add(a)
-    else if (a.startsWith('--')) throw new UsageError(`unknown option ${a}`)
+    else if (VALUE_OPTIONS.has(a)) {
+      if (i + 1 >= argv.length) throw new UsageError(`${a} needs a value`)
+      values[a] = argv[++i]
+    } else if (a.startsWith('--')) throw new UsageError(`unknown option ${a}`)
     else args.push(a)
   }
-  return { flags, args }
+  return { flags, values, args }
 }
 
 function table(rows, headers) {
@@ -53,15 +62,40 @@ function cmdPid(args, json) {
   return report.every((r) => r.state !== 'dead' && r.state !== 'invalid') ? 0 : 1
 }
 
-function main(argv) {
+async function cmdRecover(args, values, json) {
+  if (args.length !== 1) throw new UsageError('recover: exactly one session directory is required')
+  const started = process.hrtime.bigint()
+  const result = await lib.recoverLastAssistantFromSession(args[0], values['--session-id'])
+  const ms = Number(process.hrtime.bigint() - started) / 1e6
+  if (json) process.stdout.write(`${JSON.stringify({ result, elapsedMs: ms, backend: lib.backend }, null, 2)}\n`)
+  else if (result === null) process.stdout.write(`nothing recoverable in ${args[0]} (${ms.toFixed(1)} ms)\n`)
+  else {
+    process.stdout.write(
+      [
+        `file:        ${result.sessionFile}`,
+        `session id:  ${result.sessionId}`,
+        `stop reason: ${result.stopReason}`,
+        `timestamp:   ${result.timestamp || '-'}`,
+        `elapsed:     ${ms.toFixed(1)} ms (${lib.backend})`,
+        '',
+        result.text,
+        '',
+      ].join('\n'),
+    )
+  }
+  return result === null ? 1 : 0
+}
+
+async function main(argv) {
   const [command, ...rest] = argv
   try {
-    const { flags, args } = parse(rest)
+    const { flags, values, args } = parse(rest)
     if (!command || command === '--help' || command === '-h' || flags.has('--help') || flags.has('-h')) {
       process.stdout.write(`${USAGE}\n`)
       return command ? 0 : 2
     }
     if (command === 'pid') return cmdPid(args, flags.has('--json'))
+    if (command === 'recover') return await cmdRecover(args, values, flags.has('--json'))
     throw new UsageError(`unknown command ${command}`)
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
@@ -70,4 +104,12 @@ function main(argv) {
   }
 }
 
-process.exitCode = main(process.argv.slice(2))
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (err) => {
+    process.stderr.write(`pi-native: ${err && err.stack ? err.stack : err}\n`)
+    process.exitCode = 2
+  },
+)

@@ -376,9 +376,21 @@ fn last_lf_end(file: &File, size: u64, budget: &Budget) -> Result<Option<u64>, S
 /// When the first parsed value is a session header with version ≥ 3, the offset just past
 /// that header's line; otherwise None (the file needs the full path).
 fn header_line_end(file: &File, end: u64) -> Option<u64> {
-    let want = (end as usize).min(HEADER_PROBE_LIMIT);
-    let mut buf = vec![0u8; want];
-    file.read_exact_at(&mut buf, 0).ok()?;
+    // Read a small prefix first and grow it until it holds the first non-blank line.
+    let mut want = (end as usize).min(4096);
+    let buf = loop {
+        let mut buf = vec![0u8; want];
+        file.read_exact_at(&mut buf, 0).ok()?;
+        // Is there a complete (LF-terminated) line that is not blank?
+        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+        let has_line = buf[..complete]
+            .split(|&b| b == b'\n')
+            .any(|l| !js_trim(&String::from_utf8_lossy(l)).is_empty());
+        if has_line || want as u64 >= end || want >= HEADER_PROBE_LIMIT {
+            break buf;
+        }
+        want = (want * 4).min(HEADER_PROBE_LIMIT).min(end as usize);
+    };
     // Only complete lines of the probe are decoded (LF never splits a UTF-8 sequence).
     let complete = memchr::memrchr(b'\n', &buf)? + 1;
     let text = String::from_utf8_lossy(&buf[..complete]);
@@ -413,7 +425,6 @@ struct ReverseLines<'a> {
     buf: Vec<u8>,
     /// Unconsumed bytes are `buf[..len]`.
     len: usize,
-    chunk: usize,
     done: bool,
 }
 
@@ -425,7 +436,6 @@ impl<'a> ReverseLines<'a> {
             pos: end,
             buf: Vec::new(),
             len: 0,
-            chunk: CHUNK,
             done: start >= end,
         }
     }
@@ -446,8 +456,9 @@ impl<'a> ReverseLines<'a> {
                 self.done = true;
                 return Ok(Some(0..self.len));
             }
-            // Prepend the previous chunk; grow the chunk for very long lines (linear overall).
-            let n = (self.pos - self.start).min(self.chunk as u64) as usize;
+            // Prepend the previous chunk, at least as long as the partial line already held
+            // so that very long lines cost linear time overall.
+            let n = (self.pos - self.start).min(CHUNK.max(self.len) as u64) as usize;
             let mut fresh = vec![0u8; n + self.len];
             self.file
                 .read_exact_at(&mut fresh[..n], self.pos - n as u64)?;
@@ -455,7 +466,6 @@ impl<'a> ReverseLines<'a> {
             self.buf = fresh;
             self.len = self.buf.len();
             self.pos -= n as u64;
-            self.chunk = (self.chunk * 2).min(16 * 1024 * 1024);
         }
     }
 }
