@@ -16,6 +16,15 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  */
 export declare function appendWorkerSessionArgs(spawnArgs: string[], builtArgs: string[], ctx: WorkerSessionContext): boolean
 
+/** writeFileAtomic core. */
+export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<OpResult>
+
+/** writeFileAtomicSync core (throws Node-shaped errors). */
+export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
+
+/** `String(role) + "-" + String(sessionId)`, without validation. */
+export declare function buildEntryId(role: ProcessRole, sessionId: string): string
+
 /**
  * `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:
  * `no pid recorded`, `process is alive`, `process exists but permission is denied`,
@@ -37,6 +46,26 @@ export declare function defaultIsPidAlive(owner: IntegrationLockOwner): boolean
  * `path.join(artifactsRoot, "sessions", <agent or session id>)`.
  */
 export declare function deriveSessionPaths(input: SessionIdentityInput): WorkerSessionContext | null
+
+/**
+ * `path.join(processMatrixDir(agentDir), String(entryId) + ".json")` — an id with `/` or `..`
+ * addresses another path, exactly as in the original.
+ */
+export declare function entryPath(agentDir: string, entryId: string): string
+
+/**
+ * A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
+ * fs errors or `file` for lock errors).
+ */
+export interface ErrorInfo {
+  message: string
+  code: string
+  errno?: number
+  syscall?: string
+  path?: string
+  dest?: string
+  file?: string
+}
 
 /**
  * The identity of `pid`, or `undefined` when no such process exists (or `pid` is not a
@@ -75,6 +104,37 @@ export declare function isReloadSessionProcessAlive(pid: number | undefined): bo
  */
 export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
 
+/** withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`. */
+export declare function lockAcquire(file: string, retries?: number | undefined | null, stale?: number | undefined | null, realpath?: boolean | undefined | null): Promise<OpResult>
+
+/** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
+export declare function lockAcquireSync(file: string, retries?: number | undefined | null, stale?: number | undefined | null, realpath?: boolean | undefined | null): number
+
+/** True while this process holds the lock of `file` (diagnostics and tests). */
+export declare function lockHeldInProcess(file: string): boolean
+
+/** Release a lock taken by `lockAcquire(Sync)`; errors are ignored (B15). */
+export declare function lockRelease(handle: number): void
+
+/** Envelope resolved by every async store operation. */
+export interface OpResult {
+  error?: ErrorInfo
+  /** readEntry: the accepted file text. */
+  text?: string
+  /** Timestamps only V8 can judge (the entry is valid iff all are finite). */
+  pending?: Array<string>
+  /** listEntries: `[text, …]` of the accepted files, in order. */
+  listJson?: string
+  /** listEntries: per element, its pending timestamps (empty when none). */
+  listPending?: Array<Array<string>>
+  /** CAS: whether `expected` matched. */
+  matched?: boolean
+  /** CAS matched but the caller's serialization had failed: reject with that error. */
+  noPayload?: boolean
+  /** CAS suspended under its lock: finish with `storeCasFinish(handle, valid)`. */
+  handle?: number
+}
+
 /**
  * Probe a pid: `alive`, `dead`, `zombie` (exited, not yet reaped: dead for supervision),
  * `eperm` (exists, not signalable by this process) or `invalid` (not a positive int32).
@@ -101,6 +161,9 @@ export interface ProcessLiveness {
   alive: boolean
   detail: string
 }
+
+/** `path.join(agentDir, "state", "process-matrix")`. */
+export declare function processMatrixDir(agentDir: string): string
 
 /**
  * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread;
@@ -139,6 +202,44 @@ export interface SessionTail {
  * or killed. `result.exitStatus`, when present, overrides `exitCode` and `killed` field by field.
  */
 export declare function shouldAttemptSessionRecovery(result: { exitCode: number | null; exitStatus?: { exitCode?: number | null; killed?: boolean } }, killed: boolean): boolean
+
+/**
+ * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
+ * with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
+ * worker thread.
+ */
+export declare function storeCas(file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean): Promise<OpResult>
+
+/**
+ * Finish a CAS that `storeCas` suspended (its `expected` was undefined and the file's
+ * timestamps needed V8): `valid` says whether all of them were finite.
+ */
+export declare function storeCasFinish(handle: number, valid: boolean): Promise<OpResult>
+
+/**
+ * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
+ * `process.on("exit")`. Returns 0 (no match), 1 (written), 2 (matched but `payload` is null).
+ */
+export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): number
+
+/** listEntries core: resolves `{ listJson, listPending }`. */
+export declare function storeList(agentDir: string): Promise<OpResult>
+
+/** readEntry core: resolves `{ text, pending }` for an accepted file, `{}` when absent. */
+export declare function storeRead(file: string): Promise<OpResult>
+
+/** removeEntry core. */
+export declare function storeRemove(file: string): Promise<OpResult>
+
+/** writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release. */
+export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<OpResult>
+
+/**
+ * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
+ * by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes). Resolves the
+ * removed paths. Never runs on its own.
+ */
+export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number): Promise<string[]>
 
 /** A worker's session identity (pi-crew `WorkerSessionContext`). */
 export interface WorkerSessionContext {

@@ -69,6 +69,10 @@ function worldReadableCopy() {
   fs.chmodSync(dir, 0o755)
   const names = ['package.json', 'index.js', 'lib', 'js', ...fs.readdirSync(root).filter((n) => n.endsWith('.node'))]
   for (const n of names) fs.cpSync(path.join(root, n), path.join(dir, n), { recursive: true })
+  // The JS backend's runtime dependencies.
+  for (const dep of ['proper-lockfile', 'graceful-fs', 'retry', 'signal-exit']) {
+    fs.cpSync(path.join(root, 'node_modules', dep), path.join(dir, 'node_modules', dep), { recursive: true })
+  }
   spawnSync('chmod', ['-R', 'a+rX', dir])
   return dir
 }

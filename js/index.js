@@ -3,4 +3,6 @@
 module.exports = {
   ...require('./liveness.js'),
   ...require('./session-recovery.js'),
+  ...require('./process-matrix-store.js'),
+  ...require('./atomic-file.js'),
 }

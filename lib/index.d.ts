@@ -2,3 +2,5 @@
 export declare const backend: 'native' | 'js'
 export * from './liveness'
 export * from './session-recovery'
+export * from './process-matrix-store'
+export * from './atomic-file'

@@ -43,4 +43,172 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   )
 }
 
-module.exports = { ...binding, recoverLastAssistantFromSession }
+
+// ---- process-matrix store and atomic-file --------------------------------------------------------
+
+const durable = () => process.env.PI_NATIVE_FSYNC === '1'
+
+/** A Node-shaped Error from a native error description. */
+function toError(info) {
+  const err = new Error(info.message)
+  for (const key of ['errno', 'code', 'syscall', 'path', 'dest', 'file']) {
+    if (info[key] !== null && info[key] !== undefined) err[key] = info[key]
+  }
+  return err
+}
+
+const finiteDate = (s) => Number.isFinite(Date.parse(s))
+
+/** Run `fn` so that a synchronous throw becomes a rejection (SPEC G1). */
+function rejecting(fn) {
+  try {
+    return fn()
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+/** The text of an entry, or the error of its serialization (thrown later, as the original does). */
+function serialize(entry) {
+  try {
+    return { payload: JSON.stringify(entry, null, '\t') + '\n' }
+  } catch (error) {
+    return { payload: null, error }
+  }
+}
+
+function settle(r, serialized) {
+  if (r.error) throw toError(r.error)
+  if (r.noPayload) throw serialized.error
+}
+
+function readEntry(agentDir, entryId) {
+  return rejecting(() =>
+    binding.storeRead(binding.entryPath(agentDir, entryId)).then((r) => {
+      if (r.text === null || r.text === undefined) return undefined
+      return r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
+    }),
+  )
+}
+
+function listEntries(agentDir) {
+  if (typeof agentDir !== 'string') return Promise.resolve([])
+  return rejecting(() =>
+    binding.storeList(agentDir).then((r) => {
+      const all = JSON.parse(r.listJson)
+      return r.listPending.every((p) => p.length === 0) ? all : all.filter((_, i) => r.listPending[i].every(finiteDate))
+    }),
+  )
+}
+
+function writeEntry(agentDir, entry) {
+  return rejecting(() => {
+    const file = binding.entryPath(agentDir, entry.entryId)
+    const serialized = serialize(entry)
+    return binding.storeWrite(file, serialized.payload, durable()).then((r) => {
+      if (r.error) throw toError(r.error)
+      if (serialized.payload === null) throw serialized.error
+    })
+  })
+}
+
+/** Resolve a CAS envelope, finishing a suspended one with V8's verdict on its timestamps. */
+function casOutcome(r, serialized) {
+  if (r.handle !== null && r.handle !== undefined) {
+    return binding.storeCasFinish(r.handle, r.pending.every(finiteDate)).then((f) => casOutcome(f, serialized))
+  }
+  settle(r, serialized)
+  return r.matched
+}
+
+function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
+  return rejecting(() => {
+    if (next.entryId !== entryId) {
+      throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
+    }
+    const file = binding.entryPath(agentDir, entryId)
+    const serialized = serialize(next)
+    return binding.storeCas(file, expected, serialized.payload, false, durable()).then((r) => casOutcome(r, serialized))
+  })
+}
+
+function writeEntryIfUnchangedSync(agentDir, expected, next) {
+  if (next.entryId !== expected.entryId) {
+    throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
+  }
+  const file = binding.entryPath(agentDir, expected.entryId)
+  const serialized = serialize(next)
+  const r = binding.storeCasSync(file, expected, serialized.payload, durable())
+  if (r === 2) throw serialized.error
+  return r === 1
+}
+
+function removeEntry(agentDir, entryId) {
+  return rejecting(() =>
+    binding.storeRemove(binding.entryPath(agentDir, entryId)).then((r) => {
+      if (r.error) throw toError(r.error)
+    }),
+  )
+}
+
+function removeEntryIfUnchanged(agentDir, expected) {
+  return rejecting(() => {
+    const file = binding.entryPath(agentDir, expected.entryId)
+    return binding.storeCas(file, expected, null, true, durable()).then((r) => casOutcome(r, {}))
+  })
+}
+
+function sweepOrphanTempFiles(agentDir, minAgeMs) {
+  return rejecting(() => {
+    binding.processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
+    return binding.sweepOrphanTempFiles(agentDir, minAgeMs)
+  })
+}
+
+function writeFileAtomic(filePath, content, options) {
+  return rejecting(() =>
+    binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()).then((r) => {
+      if (r.error) throw toError(r.error)
+    }),
+  )
+}
+
+function writeFileAtomicSync(filePath, content, options) {
+  binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
+}
+
+async function withFileLock(filePath, fn, options) {
+  const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
+  if (r.error) throw toError(r.error)
+  try {
+    return await fn()
+  } finally {
+    binding.lockRelease(r.handle)
+  }
+}
+
+function withFileLockSync(filePath, fn, options) {
+  const handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  try {
+    return fn()
+  } finally {
+    binding.lockRelease(handle)
+  }
+}
+
+module.exports = {
+  ...binding,
+  recoverLastAssistantFromSession,
+  readEntry,
+  listEntries,
+  writeEntry,
+  writeEntryIfUnchanged,
+  writeEntryIfUnchangedSync,
+  removeEntry,
+  removeEntryIfUnchanged,
+  sweepOrphanTempFiles,
+  writeFileAtomic,
+  writeFileAtomicSync,
+  withFileLock,
+  withFileLockSync,
+}

@@ -3,9 +3,14 @@
 
 #![deny(clippy::all)]
 
+pub mod atomic_file;
 pub mod binding;
+pub mod entry;
+pub mod fserror;
 pub mod json;
 pub mod jsstr;
 pub mod liveness;
+pub mod lockfile;
 pub mod nodepath;
+pub mod process_matrix;
 pub mod session_recovery;

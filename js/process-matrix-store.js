@@ -1,0 +1,239 @@
+'use strict'
+// Pure-JavaScript process-matrix store backend, written from SPEC.md §2.B (B1–B20, V1–V20).
+const fsp = require('node:fs/promises')
+const fs = require('node:fs')
+const path = require('node:path')
+const { isDeepStrictEqual } = require('node:util')
+const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
+
+// ---- validation (V1–V20) ---------------------------------------------------------------------
+const STATUS = ['running', 'winding_down', 'resumable', 'adopted', 'closed']
+const KINDS = ['repository', 'worktree', 'artifact', 'evidence', 'memory-query', 'skill', 'prompt', 'service']
+
+function isPlainRecord(v) {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false
+  const proto = Object.getPrototypeOf(v)
+  return proto === Object.prototype || proto === null
+}
+const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k)
+const nonBlank = (v) => typeof v === 'string' && v.trim() !== ''
+const absentOrString = (o, k, max = Infinity) => !has(o, k) || (typeof o[k] === 'string' && o[k].length <= max)
+const validTimestamp = (v) => typeof v === 'string' && Number.isFinite(Date.parse(v))
+
+function isAgentIdentity(agent) {
+  if (!isPlainRecord(agent) || !isPlainRecord(agent.resumeContext)) return false
+  const rc = agent.resumeContext
+  if (!nonBlank(agent.agentId) || !nonBlank(rc.sessionId) || !nonBlank(rc.cwd)) return false
+  if (rc.provider !== 'pi' && rc.provider !== 'external') return false
+  for (const k of ['sessionDir', 'sessionFile', 'worktreeLaneKey', 'orchestrationProfileId', 'modelRef', 'latestCheckpointId']) {
+    if (!absentOrString(rc, k)) return false
+  }
+  if (!Array.isArray(rc.resourceProfileNames) || !rc.resourceProfileNames.every(nonBlank)) return false
+  if (!Array.isArray(rc.contextPointers)) return false
+  return rc.contextPointers.every(
+    (p) =>
+      isPlainRecord(p) &&
+      nonBlank(p.id) &&
+      KINDS.includes(p.kind) &&
+      nonBlank(p.uri) &&
+      typeof p.readOnly === 'boolean' &&
+      absentOrString(p, 'digest') &&
+      (!has(p, 'metadata') || isPlainRecord(p.metadata)),
+  )
+}
+
+function isProcessMatrixEntry(v) {
+  if (!isPlainRecord(v) || !isAgentIdentity(v.agent)) return false
+  if (v.role !== 'master' && v.role !== 'worker') return false
+  if (has(v, 'resumable')) {
+    const r = v.resumable
+    if (!isPlainRecord(r) || !isAgentIdentity(r.agent) || !isDeepStrictEqual(r.agent, v.agent)) return false
+    if (!STATUS.includes(r.lastCode) || !absentOrString(r, 'taskRef', 512) || !absentOrString(r, 'taskSummary', 2000)) return false
+  }
+  if (has(v, 'terminal')) {
+    const t = v.terminal
+    if (!isPlainRecord(t)) return false
+    if (!(t.code === null || Number.isSafeInteger(t.code))) return false
+    if (!(t.signal === null || (typeof t.signal === 'string' && t.signal.length <= 100))) return false
+    if (!validTimestamp(t.observedAt)) return false
+    if (has(t, 'notificationDeliveredAt') && !validTimestamp(t.notificationDeliveredAt)) return false
+    if (v.status !== 'closed') return false
+  }
+  if (v.status === 'resumable' && !has(v, 'resumable')) return false
+  if (v.entryId !== `${v.role}-${v.agent.resumeContext.sessionId}`) return false
+  return (
+    Number.isSafeInteger(v.pid) &&
+    typeof v.hostname === 'string' &&
+    v.hostname.length <= 255 &&
+    validTimestamp(v.startedAt) &&
+    validTimestamp(v.heartbeatAt) &&
+    STATUS.includes(v.status) &&
+    (!has(v, 'parentPid') || (Number.isSafeInteger(v.parentPid) && v.parentPid > 0)) &&
+    absentOrString(v, 'parentSessionId', 512) &&
+    absentOrString(v, 'tmuxSession', 512) &&
+    (!has(v, 'tmuxPanePid') || Number.isSafeInteger(v.tmuxPanePid)) &&
+    absentOrString(v, 'taskRef', 512) &&
+    absentOrString(v, 'taskSummary', 2000)
+  )
+}
+
+// ---- paths -----------------------------------------------------------------------------------
+const processMatrixDir = (agentDir) => path.join(agentDir, 'state', 'process-matrix')
+const entryPath = (agentDir, entryId) => path.join(processMatrixDir(agentDir), `${String(entryId)}.json`)
+const buildEntryId = (role, sessionId) => `${String(role)}-${String(sessionId)}`
+const serialize = (entry) => JSON.stringify(entry, null, '\t') + '\n'
+
+function parseValid(text) {
+  let v
+  try {
+    v = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  return isProcessMatrixEntry(v) ? v : undefined
+}
+
+async function readValid(file) {
+  let text
+  try {
+    text = await fsp.readFile(file, 'utf8')
+  } catch {
+    return undefined
+  }
+  return parseValid(text)
+}
+
+function readValidSync(file) {
+  let text
+  try {
+    text = fs.readFileSync(file, 'utf8')
+  } catch {
+    return undefined
+  }
+  return parseValid(text)
+}
+
+// ---- operations ------------------------------------------------------------------------------
+async function readEntry(agentDir, entryId) {
+  return readValid(entryPath(agentDir, entryId))
+}
+
+async function listEntries(agentDir) {
+  let dir
+  let names
+  try {
+    dir = processMatrixDir(agentDir)
+    names = await fsp.readdir(dir)
+  } catch {
+    return []
+  }
+  const out = []
+  for (const name of names.sort()) {
+    if (!name.endsWith('.json')) continue
+    const v = await readValid(path.join(dir, name))
+    if (v !== undefined) out.push(v)
+  }
+  return out
+}
+
+async function writeEntry(agentDir, entry) {
+  const file = entryPath(agentDir, entry.entryId)
+  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await withFileLock(file, async () => {
+    await writeFileAtomic(file, serialize(entry))
+  })
+}
+
+async function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
+  if (next.entryId !== entryId) {
+    throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
+  }
+  const file = entryPath(agentDir, entryId)
+  await fsp.mkdir(path.dirname(file), { recursive: true })
+  return withFileLock(file, async () => {
+    if (!isDeepStrictEqual(await readValid(file), expected)) return false
+    await writeFileAtomic(file, serialize(next))
+    return true
+  })
+}
+
+function writeEntryIfUnchangedSync(agentDir, expected, next) {
+  if (next.entryId !== expected.entryId) {
+    throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
+  }
+  const file = entryPath(agentDir, expected.entryId)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  return withFileLockSync(
+    file,
+    () => {
+      if (!isDeepStrictEqual(readValidSync(file), expected)) return false
+      writeFileAtomicSync(file, serialize(next))
+      return true
+    },
+    { retries: 0 },
+  )
+}
+
+async function removeEntry(agentDir, entryId) {
+  const file = entryPath(agentDir, entryId)
+  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await withFileLock(file, async () => {
+    await fsp.rm(file, { force: true }).catch(() => {})
+  })
+}
+
+async function removeEntryIfUnchanged(agentDir, expected) {
+  const file = entryPath(agentDir, expected.entryId)
+  await fsp.mkdir(path.dirname(file), { recursive: true })
+  return withFileLock(file, async () => {
+    if (!isDeepStrictEqual(await readValid(file), expected)) return false
+    await fsp.rm(file, { force: true })
+    return true
+  })
+}
+
+const TEMP_RE = /^.+\.json\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
+
+async function sweepOrphanTempFiles(agentDir, minAgeMs = 300000) {
+  const dir = processMatrixDir(agentDir)
+  let names
+  try {
+    names = await fsp.readdir(dir)
+  } catch {
+    return []
+  }
+  const removed = []
+  for (const name of names) {
+    const m = TEMP_RE.exec(name)
+    if (!m) continue
+    const file = path.join(dir, name)
+    try {
+      const st = await fsp.stat(file)
+      if (Date.now() - st.mtimeMs < minAgeMs) continue
+      try {
+        process.kill(Number(m[1]), 0)
+        continue // writer alive (or not ours to judge)
+      } catch (err) {
+        if (err.code !== 'ESRCH') continue
+      }
+      await fsp.unlink(file)
+      removed.push(file)
+    } catch {}
+  }
+  return removed
+}
+
+module.exports = {
+  processMatrixDir,
+  entryPath,
+  buildEntryId,
+  readEntry,
+  listEntries,
+  writeEntry,
+  writeEntryIfUnchanged,
+  writeEntryIfUnchangedSync,
+  removeEntry,
+  removeEntryIfUnchanged,
+  sweepOrphanTempFiles,
+  isProcessMatrixEntry,
+}

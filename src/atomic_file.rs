@@ -1,0 +1,169 @@
+//! Atomic replace (SPEC B19 / §3.3): write a uniquely named temp file next to the target,
+//! then rename it over the target, so readers see the old or the new file, never a mix.
+//! Durable mode (`PI_NATIVE_FSYNC=1`, W-B1) also fsyncs the temp file and the directory.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::fserror::FsError;
+
+/// Node's POSIX `path.dirname`.
+pub fn dirname(p: &str) -> String {
+    let trimmed = p.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return if p.starts_with('/') {
+            "/".into()
+        } else {
+            ".".into()
+        };
+    }
+    match trimmed.rfind('/') {
+        None => ".".into(),
+        Some(i) => {
+            let head = trimmed[..i].trim_end_matches('/');
+            if head.is_empty() {
+                "/".into()
+            } else {
+                head.to_string()
+            }
+        }
+    }
+}
+
+/// `mkdir -p` with Node's error shape.
+pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
+    // The common case (it exists) costs one stat.
+    if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| FsError::io(&e, "mkdir", dir))
+}
+
+/// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format).
+pub fn random_uuid() -> String {
+    let mut b = [0u8; 16];
+    fill_random(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn fill_random(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n <= 0 {
+            // getrandom cannot fail for 16 bytes once the pool is ready; never loop forever.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            for (i, x) in buf[filled..].iter_mut().enumerate() {
+                *x = (t >> ((i % 16) * 8)) as u8 ^ (std::process::id() as u8);
+            }
+            return;
+        }
+        filled += n as usize;
+    }
+}
+
+/// The temp name of B19: `<filePath>.<pid>.<uuid>.tmp` (filePath as given).
+pub fn temp_path(file: &str) -> String {
+    format!("{file}.{}.{}.tmp", std::process::id(), random_uuid())
+}
+
+/// B19: mkdir -p the parent, exclusive-create the temp file (`wx`, mode & ~umask), write,
+/// close, rename over `file`; on any failure unlink the temp file and return the first error.
+pub fn write_atomic(file: &str, content: &[u8], mode: u32, durable: bool) -> Result<(), FsError> {
+    mkdir_p(&dirname(file))?;
+    let tmp = temp_path(file);
+    let result = write_and_rename(file, &tmp, content, mode, durable);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn write_and_rename(
+    file: &str,
+    tmp: &str,
+    content: &[u8],
+    mode: u32,
+    durable: bool,
+) -> Result<(), FsError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .truncate(true)
+        .mode(mode)
+        .open(tmp)
+        .map_err(|e| FsError::io(&e, "open", tmp))?;
+    f.write_all(content)
+        .map_err(|e| FsError::io(&e, "write", tmp))?;
+    if durable {
+        f.sync_all().map_err(|e| FsError::io(&e, "fsync", tmp))?;
+    }
+    drop(f);
+    std::fs::rename(tmp, file).map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))?;
+    if durable {
+        let dir = dirname(file);
+        if let Ok(d) = std::fs::File::open(&dir) {
+            d.sync_all().map_err(|e| FsError::io(&e, "fsync", &dir))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirname_like_node() {
+        assert_eq!(dirname("/a/b/c.json"), "/a/b");
+        assert_eq!(dirname("c.json"), ".");
+        assert_eq!(dirname("/c"), "/");
+        assert_eq!(dirname("a/b/"), "a");
+        assert_eq!(dirname("/"), "/");
+        assert_eq!(dirname("a//b"), "a");
+    }
+
+    #[test]
+    fn uuid_shape() {
+        let u = random_uuid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+        assert_ne!(u, random_uuid());
+    }
+
+    #[test]
+    fn writes_replace_and_leave_no_temp() {
+        let dir = std::env::temp_dir().join(format!("pi-native-atomic-{}", std::process::id()));
+        let file = dir.join("sub/x.json");
+        let f = file.to_str().unwrap();
+        write_atomic(f, b"a much longer first payload", 0o666, false).unwrap();
+        write_atomic(f, b"short", 0o666, true).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "short");
+        let names: Vec<_> = std::fs::read_dir(dir.join("sub")).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        // A failing rename (target is a non-empty directory) leaves no temp behind.
+        std::fs::create_dir_all(dir.join("sub/d.json/inner")).unwrap();
+        let err =
+            write_atomic(dir.join("sub/d.json").to_str().unwrap(), b"x", 0o666, false).unwrap_err();
+        assert_eq!(err.code(), "EISDIR");
+        assert_eq!(std::fs::read_dir(dir.join("sub")).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,495 @@
+//! Process-matrix entries: validation (SPEC V1–V20) of a parsed file, and the CAS equality of
+//! `util.isDeepStrictEqual` (B20) between a parsed value and the caller's `expected`.
+//!
+//! Timestamps are valid iff V8's `Date.parse` is finite (G7). The common ISO form is decided
+//! here; any other string is reported back as pending so the caller can ask V8 itself.
+
+use std::collections::HashMap;
+
+use crate::json::{utf16_eq, Json};
+use crate::jsstr::{is_js_whitespace, is_safe_integer};
+
+/// The caller's `expected` value, as far as deep-strict equality with parsed JSON can tell.
+#[derive(Debug, PartialEq)]
+pub enum Exp {
+    Undefined,
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(Vec<u16>),
+    Arr(Vec<Exp>),
+    /// Own enumerable string keys (unique) and their values.
+    Obj(Vec<(Vec<u16>, Exp)>),
+    /// Can never equal a parsed JSON value: functions, symbols, bigints, Date/Map/class
+    /// instances, null-prototype objects, holey arrays or arrays with extra properties, objects
+    /// with own enumerable symbol keys, cycles.
+    Never,
+}
+
+impl Drop for Exp {
+    // Iterative, like Json's: an expected value can be arbitrarily deep.
+    fn drop(&mut self) {
+        let mut stack: Vec<Exp> = Vec::new();
+        take_exp_children(self, &mut stack);
+        while let Some(mut v) = stack.pop() {
+            take_exp_children(&mut v, &mut stack);
+        }
+    }
+}
+
+fn take_exp_children(v: &mut Exp, out: &mut Vec<Exp>) {
+    match v {
+        Exp::Arr(items) if !items.is_empty() => out.append(items),
+        Exp::Obj(members) if !members.is_empty() => out.extend(members.drain(..).map(|(_, m)| m)),
+        _ => {}
+    }
+}
+
+/// Object members with duplicate keys resolved as JSON.parse does (the last value wins).
+fn effective(members: &[(Vec<u16>, Json)]) -> Vec<(&[u16], &Json)> {
+    if members.len() <= 32 {
+        return members
+            .iter()
+            .enumerate()
+            .filter(|(i, (k, _))| !members[i + 1..].iter().any(|(k2, _)| k2 == k))
+            .map(|(_, (k, v))| (k.as_slice(), v))
+            .collect();
+    }
+    let mut last: HashMap<&[u16], usize> = HashMap::new();
+    for (i, (k, _)) in members.iter().enumerate() {
+        last.insert(k.as_slice(), i);
+    }
+    members
+        .iter()
+        .enumerate()
+        .filter(|(i, (k, _))| last.get(k.as_slice()) == Some(i))
+        .map(|(_, (k, v))| (k.as_slice(), v))
+        .collect()
+}
+
+/// SameValue on numbers: -0 ≠ 0, NaN = NaN.
+fn same_value(a: f64, b: f64) -> bool {
+    if a.is_nan() && b.is_nan() {
+        return true;
+    }
+    a == b && a.is_sign_negative() == b.is_sign_negative()
+}
+
+/// `util.isDeepStrictEqual(a, b)` for two parsed JSON values (iterative).
+pub fn json_eq(a: &Json, b: &Json) -> bool {
+    let mut stack: Vec<(&Json, &Json)> = vec![(a, b)];
+    while let Some((a, b)) = stack.pop() {
+        match (a, b) {
+            (Json::Null, Json::Null) => {}
+            (Json::Bool(x), Json::Bool(y)) if x == y => {}
+            (Json::Num(x), Json::Num(y)) if same_value(*x, *y) => {}
+            (Json::Str(x), Json::Str(y)) if x == y => {}
+            (Json::Arr(x), Json::Arr(y)) if x.len() == y.len() => stack.extend(x.iter().zip(y)),
+            (Json::Obj(x), Json::Obj(y)) => {
+                let (ex, ey) = (effective(x), effective(y));
+                if ex.len() != ey.len() {
+                    return false;
+                }
+                for (k, v) in ex {
+                    match ey.iter().find(|(k2, _)| *k2 == k) {
+                        Some((_, w)) => stack.push((v, w)),
+                        None => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `util.isDeepStrictEqual(current, expected)` where `current` is a parsed value (iterative).
+pub fn matches_expected(current: &Json, expected: &Exp) -> bool {
+    let mut stack: Vec<(&Json, &Exp)> = vec![(current, expected)];
+    while let Some((a, b)) = stack.pop() {
+        match (a, b) {
+            (Json::Null, Exp::Null) => {}
+            (Json::Bool(x), Exp::Bool(y)) if x == y => {}
+            (Json::Num(x), Exp::Num(y)) if same_value(*x, *y) => {}
+            (Json::Str(x), Exp::Str(y)) if x == y => {}
+            (Json::Arr(x), Exp::Arr(y)) if x.len() == y.len() => stack.extend(x.iter().zip(y)),
+            (Json::Obj(x), Exp::Obj(y)) => {
+                let ex = effective(x);
+                if ex.len() != y.len() {
+                    return false;
+                }
+                for (k, w) in y {
+                    match ex.iter().find(|(k2, _)| *k2 == k.as_slice()) {
+                        Some((_, v)) => stack.push((v, w)),
+                        None => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The CAS comparison (B8): `current` is the validated parsed file (None = absent/invalid).
+pub fn cas_matches(current: Option<&Json>, expected: &Exp) -> bool {
+    match current {
+        None => matches!(expected, Exp::Undefined),
+        Some(v) => matches_expected(v, expected),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timestamps (G7)
+
+/// Decide `Number.isFinite(Date.parse(s))` without V8 where that is certain: the strict ISO
+/// form `YYYY-MM-DDTHH:mm:ss[.fraction](Z|±HH:mm)` with in-range fields is always finite,
+/// the empty string never is; anything else → None (ask V8).
+pub fn timestamp_fast(s: &[u16]) -> Option<bool> {
+    if s.is_empty() {
+        return Some(false);
+    }
+    let b: Vec<u8> = s
+        .iter()
+        .map(|&u| if u < 128 { u as u8 } else { 0 })
+        .collect();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let part = b.get(r)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(part.iter().fold(0, |a, d| a * 10 + u32::from(d - b'0')))
+    };
+    let fixed = || -> Option<()> {
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+        {
+            return None;
+        }
+        digits(0..4)?;
+        let (mo, d) = (digits(5..7)?, digits(8..10)?);
+        let (h, mi, sec) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+            return None;
+        }
+        let mut i = 19;
+        if b[i] == b'.' {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == start || i - start > 9 {
+                return None;
+            }
+        }
+        match &b[i..] {
+            [b'Z'] => Some(()),
+            [sign, _, _, b':', _, _] if *sign == b'+' || *sign == b'-' => {
+                let (oh, om) = (digits(i + 1..i + 3)?, digits(i + 4..i + 6)?);
+                (oh <= 23 && om <= 59).then_some(())
+            }
+            _ => None,
+        }
+    };
+    fixed().map(|()| true)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation (V1–V20)
+
+/// Outcome of validating a parsed entry.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Valid,
+    Invalid,
+    /// Valid iff V8 finds every one of these timestamps finite.
+    Pending(Vec<Vec<u16>>),
+}
+
+const PROCESS_STATUS: [&str; 5] = ["running", "winding_down", "resumable", "adopted", "closed"];
+const POINTER_KINDS: [&str; 8] = [
+    "repository",
+    "worktree",
+    "artifact",
+    "evidence",
+    "memory-query",
+    "skill",
+    "prompt",
+    "service",
+];
+
+fn is_blank(s: &[u16]) -> bool {
+    s.iter()
+        .all(|&u| char::from_u32(u32::from(u)).is_some_and(is_js_whitespace))
+}
+
+fn non_blank_str(v: Option<&Json>) -> bool {
+    matches!(v, Some(Json::Str(s)) if !is_blank(s))
+}
+
+fn one_of(v: Option<&Json>, set: &[&str]) -> bool {
+    matches!(v, Some(Json::Str(s)) if set.iter().any(|x| utf16_eq(s, x)))
+}
+
+fn absent_or_str(v: Option<&Json>, max_len: usize) -> bool {
+    match v {
+        None => true,
+        Some(Json::Str(s)) => s.len() <= max_len,
+        _ => false,
+    }
+}
+
+fn safe_int(v: Option<&Json>) -> bool {
+    matches!(v, Some(Json::Num(x)) if is_safe_integer(*x))
+}
+
+fn is_plain(v: Option<&Json>) -> bool {
+    matches!(v, Some(Json::Obj(_)))
+}
+
+/// V2 `isAgentIdentity`.
+fn is_agent_identity(agent: Option<&Json>) -> bool {
+    let Some(agent) = agent.filter(|a| is_plain(Some(a))) else {
+        return false;
+    };
+    let Some(rc) = agent.get("resumeContext").filter(|r| is_plain(Some(r))) else {
+        return false;
+    };
+    if !non_blank_str(agent.get("agentId"))
+        || !non_blank_str(rc.get("sessionId"))
+        || !non_blank_str(rc.get("cwd"))
+        || !one_of(rc.get("provider"), &["pi", "external"])
+    {
+        return false;
+    }
+    for key in [
+        "sessionDir",
+        "sessionFile",
+        "worktreeLaneKey",
+        "orchestrationProfileId",
+        "modelRef",
+        "latestCheckpointId",
+    ] {
+        if !absent_or_str(rc.get(key), usize::MAX) {
+            return false;
+        }
+    }
+    let Some(Json::Arr(names)) = rc.get("resourceProfileNames") else {
+        return false;
+    };
+    if !names.iter().all(|n| non_blank_str(Some(n))) {
+        return false;
+    }
+    let Some(Json::Arr(pointers)) = rc.get("contextPointers") else {
+        return false;
+    };
+    pointers.iter().all(|p| {
+        is_plain(Some(p))
+            && non_blank_str(p.get("id"))
+            && one_of(p.get("kind"), &POINTER_KINDS)
+            && non_blank_str(p.get("uri"))
+            && matches!(p.get("readOnly"), Some(Json::Bool(_)))
+            && absent_or_str(p.get("digest"), usize::MAX)
+            && (p.get("metadata").is_none() || is_plain(p.get("metadata")))
+    })
+}
+
+/// Validate a parsed file as a process-matrix entry. `known` decides timestamps the fast path
+/// cannot (e.g. values precomputed by V8 for the caller's `expected`).
+pub fn validate(v: &Json, known: &dyn Fn(&[u16]) -> Option<bool>) -> Verdict {
+    let mut pending: Vec<Vec<u16>> = Vec::new();
+    let timestamp = |t: Option<&Json>, pending: &mut Vec<Vec<u16>>| -> bool {
+        let Some(Json::Str(s)) = t else { return false };
+        match timestamp_fast(s).or_else(|| known(s)) {
+            Some(ok) => ok,
+            None => {
+                pending.push(s.clone());
+                true
+            }
+        }
+    };
+    let ok = (|| {
+        if !is_plain(Some(v)) || !is_agent_identity(v.get("agent")) {
+            return false;
+        }
+        if !one_of(v.get("role"), &["master", "worker"]) {
+            return false;
+        }
+        if let Some(r) = v.get("resumable") {
+            if !is_plain(Some(r))
+                || !is_agent_identity(r.get("agent"))
+                || !json_eq(
+                    r.get("agent").expect("checked"),
+                    v.get("agent").expect("checked"),
+                )
+                || !one_of(r.get("lastCode"), &PROCESS_STATUS)
+                || !absent_or_str(r.get("taskRef"), 512)
+                || !absent_or_str(r.get("taskSummary"), 2000)
+            {
+                return false;
+            }
+        }
+        if let Some(t) = v.get("terminal") {
+            if !is_plain(Some(t))
+                || !matches!(t.get("code"), Some(Json::Null)) && !safe_int(t.get("code"))
+                || !matches!(t.get("signal"), Some(Json::Null))
+                    && !matches!(t.get("signal"), Some(Json::Str(s)) if s.len() <= 100)
+                || !timestamp(t.get("observedAt"), &mut pending)
+                || t.get("notificationDeliveredAt").is_some()
+                    && !timestamp(t.get("notificationDeliveredAt"), &mut pending)
+            {
+                return false;
+            }
+            if !v.get("status").is_some_and(|s| s.is_str("closed")) {
+                return false;
+            }
+        }
+        if v.get("status").is_some_and(|s| s.is_str("resumable")) && v.get("resumable").is_none() {
+            return false;
+        }
+        // V8: entryId === role + "-" + agent.resumeContext.sessionId
+        let (Some(Json::Str(id)), Some(Json::Str(role)), Some(Json::Str(sid))) = (
+            v.get("entryId"),
+            v.get("role"),
+            v.get("agent")
+                .and_then(|a| a.get("resumeContext"))
+                .and_then(|r| r.get("sessionId")),
+        ) else {
+            return false;
+        };
+        let mut want = role.clone();
+        want.push(u16::from(b'-'));
+        want.extend_from_slice(sid);
+        if *id != want {
+            return false;
+        }
+        safe_int(v.get("pid"))
+            && matches!(v.get("hostname"), Some(Json::Str(h)) if h.len() <= 255)
+            && timestamp(v.get("startedAt"), &mut pending)
+            && timestamp(v.get("heartbeatAt"), &mut pending)
+            && one_of(v.get("status"), &PROCESS_STATUS)
+            && (v.get("parentPid").is_none()
+                || matches!(v.get("parentPid"), Some(Json::Num(x)) if is_safe_integer(*x) && *x > 0.0))
+            && absent_or_str(v.get("parentSessionId"), 512)
+            && absent_or_str(v.get("tmuxSession"), 512)
+            && (v.get("tmuxPanePid").is_none() || safe_int(v.get("tmuxPanePid")))
+            && absent_or_str(v.get("taskRef"), 512)
+            && absent_or_str(v.get("taskSummary"), 2000)
+    })();
+    match (ok, pending.is_empty()) {
+        (false, _) => Verdict::Invalid,
+        (true, true) => Verdict::Valid,
+        (true, false) => Verdict::Pending(pending),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    fn u(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    pub const ENTRY: &str = r#"{"entryId":"master-session-1","role":"master","agent":{"agentId":"a","resumeContext":{"provider":"pi","sessionId":"session-1","cwd":"/w","resourceProfileNames":[],"contextPointers":[]}},"pid":1000,"hostname":"h","startedAt":"2026-07-19T00:00:00.000Z","heartbeatAt":"2026-07-19T00:00:00.000Z","status":"running"}"#;
+
+    #[test]
+    fn fast_timestamps() {
+        assert_eq!(timestamp_fast(&u("2026-07-19T00:00:00.000Z")), Some(true));
+        assert_eq!(timestamp_fast(&u("2026-07-19T23:59:59+05:30")), Some(true));
+        assert_eq!(timestamp_fast(&u("")), Some(false));
+        for other in [
+            "2026-07-19",
+            "2026-13-01T00:00:00Z",
+            "garbage",
+            "2026-07-19T24:00:00Z",
+            " 2026-07-19T00:00:00Z",
+        ] {
+            assert_eq!(timestamp_fast(&u(other)), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn valid_entry_and_single_violations() {
+        let none = |_: &[u16]| None;
+        let v = parse(ENTRY).unwrap();
+        assert_eq!(validate(&v, &none), Verdict::Valid);
+        for (from, to) in [
+            (r#""role":"master""#, r#""role":"boss""#),
+            (r#""pid":1000"#, r#""pid":1.5"#),
+            (r#""pid":1000"#, r#""pid":9007199254740993"#),
+            (r#""agentId":"a""#, r#""agentId":" \u00a0""#),
+            (r#""status":"running""#, r#""status":"resumable""#),
+            (
+                r#""entryId":"master-session-1""#,
+                r#""entryId":"worker-session-1""#,
+            ),
+            (
+                r#""startedAt":"2026-07-19T00:00:00.000Z""#,
+                r#""startedAt":"""#,
+            ),
+            (
+                r#""status":"running""#,
+                r#""status":"running","parentPid":0"#,
+            ),
+            (
+                r#""status":"running""#,
+                r#""status":"running","terminal":{"code":null,"signal":null,"observedAt":"2026-07-19T00:00:00Z"}"#,
+            ),
+        ] {
+            let text = ENTRY.replacen(from, to, 1);
+            assert_eq!(
+                validate(&parse(&text).unwrap(), &none),
+                Verdict::Invalid,
+                "{to}"
+            );
+        }
+        let odd = ENTRY.replacen(
+            "\"startedAt\":\"2026-07-19T00:00:00.000Z\"",
+            "\"startedAt\":\"2026/07/19\"",
+            1,
+        );
+        assert_eq!(
+            validate(&parse(&odd).unwrap(), &none),
+            Verdict::Pending(vec![u("2026/07/19")])
+        );
+        assert_eq!(
+            validate(&parse(&odd).unwrap(), &|_| Some(true)),
+            Verdict::Valid
+        );
+    }
+
+    #[test]
+    fn deep_equality_semantics() {
+        let a = parse(r#"{"x":[1,{"y":-0}],"z":"s","z":"t"}"#).unwrap();
+        let b = parse(r#"{"z":"t","x":[1,{"y":-0}]}"#).unwrap();
+        let c = parse(r#"{"z":"t","x":[1,{"y":0}]}"#).unwrap();
+        assert!(json_eq(&a, &b));
+        assert!(!json_eq(&a, &c));
+        let exp = Exp::Obj(vec![
+            (u("z"), Exp::Str(u("t"))),
+            (
+                u("x"),
+                Exp::Arr(vec![
+                    Exp::Num(1.0),
+                    Exp::Obj(vec![(u("y"), Exp::Num(-0.0))]),
+                ]),
+            ),
+        ]);
+        assert!(matches_expected(&a, &exp));
+        assert!(!matches_expected(&c, &exp));
+        let with_undefined = Exp::Obj(vec![(u("z"), Exp::Str(u("t"))), (u("w"), Exp::Undefined)]);
+        assert!(!matches_expected(
+            &parse(r#"{"z":"t"}"#).unwrap(),
+            &with_undefined
+        ));
+        assert!(cas_matches(None, &Exp::Undefined));
+        assert!(!cas_matches(None, &Exp::Null));
+    }
+}

@@ -1,0 +1,317 @@
+//! The process-matrix store (SPEC §1.B, §2.B): one JSON file per agent process under
+//! `<agentDir>/state/process-matrix/`, read without locks, changed only under the per-entry
+//! proper-lockfile lock by atomic replace, compare-and-swap against `util.isDeepStrictEqual`.
+//!
+//! Files are read, parsed and validated here; the JS layer turns an accepted text into the
+//! object with V8's own `JSON.parse`, so keys, numbers and strings are exactly the original's.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::atomic_file::{self, dirname, mkdir_p};
+use crate::entry::{self, Exp, Verdict};
+use crate::fserror::FsError;
+use crate::json::{self, Json};
+use crate::lockfile::{self, LockGuard, LockOptions};
+use crate::nodepath;
+
+/// B1: `path.join(agentDir, "state", "process-matrix")`.
+pub fn process_matrix_dir(agent_dir: &str) -> String {
+    nodepath::join(&[agent_dir, "state", "process-matrix"])
+}
+
+/// B1: `path.join(processMatrixDir(agentDir), id + ".json")`.
+pub fn entry_path(agent_dir: &str, id: &str) -> String {
+    nodepath::join(&[&process_matrix_dir(agent_dir), &format!("{id}.json")])
+}
+
+/// B3 + W-B9: the file's text, or None when it cannot be read as a regular file. Opened
+/// non-blocking and checked with fstat, so a FIFO or device named `*.json` cannot hang a read.
+pub fn read_text(path: &str) -> Option<String> {
+    if path.contains('\0') {
+        return None;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.read_to_end(&mut bytes).ok()?;
+    Some(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+/// A file that parsed and validated (possibly pending V8's word on some timestamps).
+#[derive(Debug)]
+pub struct Loaded {
+    pub text: String,
+    pub value: Json,
+    /// Timestamps only V8 can judge; empty when fully valid.
+    pub pending: Vec<Vec<u16>>,
+}
+
+/// B3: read, parse (G3) and validate (V1–V20); None = absent.
+pub fn load(path: &str, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
+    let text = read_text(path)?;
+    let value = json::parse(&text)?;
+    let pending = match entry::validate(&value, known) {
+        Verdict::Invalid => return None,
+        Verdict::Valid => Vec::new(),
+        Verdict::Pending(p) => p,
+    };
+    Some(Loaded {
+        text,
+        value,
+        pending,
+    })
+}
+
+/// What the JS layer needs to materialize one read entry.
+#[derive(Debug)]
+pub struct ReadOut {
+    pub text: String,
+    pub pending: Vec<Vec<u16>>,
+}
+
+fn no_known(_: &[u16]) -> Option<bool> {
+    None
+}
+
+/// `readEntry` core.
+pub fn read_entry(path: &str) -> Option<ReadOut> {
+    load(path, &no_known).map(|l| ReadOut {
+        text: l.text,
+        pending: l.pending,
+    })
+}
+
+/// `listEntries` core (B5): names ending in `.json`, in UTF-16 order, read concurrently
+/// (W-B8) and returned in that order; unreadable or invalid ones skipped.
+pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
+    let dir = process_matrix_dir(agent_dir);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+    let paths: Vec<String> = names.iter().map(|n| nodepath::join(&[&dir, n])).collect();
+    let workers = if paths.len() >= 64 { 4 } else { 1 };
+    let mut slots: Vec<Option<ReadOut>> = Vec::with_capacity(paths.len());
+    slots.resize_with(paths.len(), || None);
+    let chunk = paths.len().div_ceil(workers).max(1);
+    std::thread::scope(|s| {
+        for (ps, out) in paths.chunks(chunk).zip(slots.chunks_mut(chunk)) {
+            s.spawn(move || {
+                for (p, slot) in ps.iter().zip(out.iter_mut()) {
+                    *slot = read_entry(p);
+                }
+            });
+        }
+    });
+    slots.into_iter().flatten().collect()
+}
+
+/// What a CAS does when `expected` matches.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Write these bytes (None: the caller's serialization failed; report it after release).
+    Write(Option<Vec<u8>>),
+    Remove,
+}
+
+/// Result of a CAS attempt.
+#[derive(Debug)]
+pub enum CasOutcome {
+    Matched,
+    NotMatched,
+    /// Matched, but there was nothing to write (serialization failed).
+    MatchedWithoutPayload,
+    /// `expected` was undefined and the current file is valid except for timestamps only V8
+    /// can judge; the lock stays held until [`cas_finish`].
+    NeedsTimestamps(PendingCas),
+}
+
+/// A CAS suspended under its lock while the JS thread judges timestamps.
+#[derive(Debug)]
+pub struct PendingCas {
+    pub guard: LockGuard,
+    pub file: String,
+    pub pending: Vec<Vec<u16>>,
+    pub action: Action,
+    pub durable: bool,
+}
+
+/// Options of a mutating call.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    pub lock: LockOptions,
+    pub durable: bool,
+}
+
+fn apply(file: &str, action: &Action, durable: bool) -> Result<CasOutcome, FsError> {
+    match action {
+        Action::Write(Some(bytes)) => {
+            atomic_file::write_atomic(file, bytes, 0o666, durable)?;
+            Ok(CasOutcome::Matched)
+        }
+        Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
+        Action::Remove => match std::fs::remove_file(file) {
+            Ok(()) => Ok(CasOutcome::Matched),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
+            Err(e) => Err(FsError::io(&e, "rm", file)),
+        },
+    }
+}
+
+/// B8 / B10 / B12: mkdir -p, lock, read + validate + compare, act on a match, release.
+pub fn cas(
+    file: &str,
+    expected: &Exp,
+    known: &dyn Fn(&[u16]) -> Option<bool>,
+    action: Action,
+    opts: WriteOptions,
+) -> Result<CasOutcome, FsError> {
+    mkdir_p(&dirname(file))?;
+    let guard = lockfile::acquire(file, opts.lock)?;
+    let current = load(file, known);
+    let outcome = match current {
+        Some(l) if !l.pending.is_empty() => {
+            if matches!(expected, Exp::Undefined) {
+                return Ok(CasOutcome::NeedsTimestamps(PendingCas {
+                    guard,
+                    file: file.to_string(),
+                    pending: l.pending,
+                    action,
+                    durable: opts.durable,
+                }));
+            }
+            // A structurally equal file would carry exactly the expected timestamps, which
+            // `known` decides; pending ones therefore differ from `expected`.
+            CasOutcome::NotMatched
+        }
+        current => {
+            if entry::cas_matches(current.as_ref().map(|l| &l.value), expected) {
+                apply(file, &action, opts.durable)?
+            } else {
+                CasOutcome::NotMatched
+            }
+        }
+    };
+    let _ = guard.release();
+    Ok(outcome)
+}
+
+/// Finish a suspended CAS with `expected === undefined`: it matches iff the file is invalid,
+/// i.e. iff some pending timestamp is not finite for V8.
+pub fn cas_finish(p: PendingCas, all_timestamps_valid: bool) -> Result<CasOutcome, FsError> {
+    let outcome = if all_timestamps_valid {
+        CasOutcome::NotMatched
+    } else {
+        apply(&p.file, &p.action, p.durable)?
+    };
+    let _ = p.guard.release();
+    Ok(outcome)
+}
+
+/// B7: mkdir -p, lock, write (or only lock and release when serialization failed), release.
+pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Result<(), FsError> {
+    mkdir_p(&dirname(file))?;
+    let guard = lockfile::acquire(file, opts.lock)?;
+    let result = match payload {
+        Some(bytes) => atomic_file::write_atomic(file, bytes, 0o666, opts.durable),
+        None => Ok(()),
+    };
+    let _ = guard.release();
+    result
+}
+
+/// B11: mkdir -p, lock, remove the file (every rm error swallowed), release.
+pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
+    mkdir_p(&dirname(file))?;
+    let guard = lockfile::acquire(file, opts.lock)?;
+    let _ = std::fs::remove_file(file);
+    let _ = guard.release();
+    Ok(())
+}
+
+/// W-B2 maintenance: delete `<entry>.json.<pid>.<uuid>.tmp` files in the matrix directory whose
+/// writer pid is dead and which are older than `min_age`. Returns the removed paths.
+pub fn sweep_orphan_temp_files(agent_dir: &str, min_age: std::time::Duration) -> Vec<String> {
+    let dir = process_matrix_dir(agent_dir);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let Some(pid) = orphan_temp_pid(&name) else {
+            continue;
+        };
+        let path = nodepath::join(&[&dir, &name]);
+        let old_enough = e
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= min_age);
+        let dead = crate::liveness::probe_pid(pid) == crate::liveness::ProcState::Dead;
+        if old_enough && dead && std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// The writer pid of a temp file name `<x>.json.<pid>.<uuid>.tmp`, if it is one.
+fn orphan_temp_pid(name: &str) -> Option<i32> {
+    let stem = name.strip_suffix(".tmp")?;
+    let (rest, uuid) = stem.rsplit_once('.')?;
+    let (entry, pid) = rest.rsplit_once('.')?;
+    let uuid_ok = uuid.len() == 36
+        && uuid
+            .chars()
+            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
+    if !entry.ends_with(".json") || !uuid_ok {
+        return None;
+    }
+    pid.parse::<i32>().ok().filter(|p| *p > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(process_matrix_dir("/a"), "/a/state/process-matrix");
+        assert_eq!(
+            entry_path("/a", "master-s"),
+            "/a/state/process-matrix/master-s.json"
+        );
+        assert_eq!(entry_path("/a", "../../x"), "/a/x.json");
+    }
+
+    #[test]
+    fn temp_names() {
+        assert_eq!(
+            orphan_temp_pid("master-s.json.123.0f8fad5b-d9cb-469f-a165-70867728950e.tmp"),
+            Some(123)
+        );
+        assert_eq!(orphan_temp_pid("master-s.json.lock"), None);
+        assert_eq!(orphan_temp_pid("x.json.12.notauuid.tmp"), None);
+    }
+}
