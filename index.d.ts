@@ -105,10 +105,10 @@ export declare function isReloadSessionProcessAlive(pid: number | undefined): bo
 export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
 
 /** withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`. */
-export declare function lockAcquire(file: string, retries?: number | undefined | null, stale?: number | undefined | null, realpath?: boolean | undefined | null): Promise<OpResult>
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<OpResult>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
-export declare function lockAcquireSync(file: string, retries?: number | undefined | null, stale?: number | undefined | null, realpath?: boolean | undefined | null): number
+export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): number
 
 /** True while this process holds the lock of `file` (diagnostics and tests). */
 export declare function lockHeldInProcess(file: string): boolean

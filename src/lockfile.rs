@@ -9,7 +9,7 @@
 //! this process still owns (W-B4), refreshes from a helper thread so synchronous holders are
 //! protected too (W-B5), and removes held lock directories at process exit (L10h).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -117,8 +117,16 @@ struct Held {
     compromised: bool,
 }
 
+/// In-process state: locks held by this process and the FIFO of operations waiting for each.
+#[derive(Default)]
+struct State {
+    held: HashMap<String, Held>,
+    queues: HashMap<String, VecDeque<u64>>,
+    next_ticket: u64,
+}
+
 struct Table {
-    held: Mutex<HashMap<String, Held>>,
+    state: Mutex<State>,
     released: Condvar,
 }
 
@@ -130,14 +138,14 @@ fn table() -> &'static Table {
             .spawn(refresh_loop)
             .ok();
         Table {
-            held: Mutex::new(HashMap::new()),
+            state: Mutex::new(State::default()),
             released: Condvar::new(),
         }
     })
 }
 
-fn lock_table() -> std::sync::MutexGuard<'static, HashMap<String, Held>> {
-    table().held.lock().unwrap_or_else(|e| e.into_inner())
+fn lock_state() -> std::sync::MutexGuard<'static, State> {
+    table().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A held lock; release it with [`LockGuard::release`] (dropping releases too).
@@ -165,7 +173,7 @@ impl LockGuard {
             return Ok(());
         }
         self.released = true;
-        let held = lock_table().remove(&self.lock_path);
+        let held = lock_state().held.remove(&self.lock_path);
         table().released.notify_all();
         let Some(held) = held else { return Ok(()) };
         if held.compromised {
@@ -278,38 +286,49 @@ fn mkdir_and_stat(lock_path: &str) -> Result<DirId, FsError> {
 /// How long a synchronous acquisition may wait for this process's own native holder (W-B6).
 const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 
-/// Acquire the lock on `file` per `opts` (blocking the calling thread while it retries).
+/// Acquire the lock on `file` per `opts` (blocking the calling thread while it waits).
+///
+/// First this process's own turn: operations on one path queue in FIFO order and are woken
+/// by each release (bounded by the retry budget; a synchronous caller may wait up to 2 s for
+/// an in-flight native operation, W-B6). Then the on-disk protocol with the retry schedule,
+/// which is what excludes other processes.
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     let (lock_path, target) = lock_path_for(file, opts.realpath)?;
     let attempts = opts.retry.attempts();
+    let budget: Duration = (1..attempts).map(|k| opts.retry.wait(k)).sum();
+    take_turn(&lock_path, &target, opts, budget)?;
     let mut errors: Vec<FsError> = Vec::new();
-    if let Retry::Sync { .. } = opts.retry {
-        wait_for_own_native_holder(&lock_path, SYNC_WAIT_FOR_OWN_HOLDER);
-    }
     for k in 1..=attempts {
-        let outcome = claim_and_attempt(&lock_path, &target, opts);
-        let err = match outcome {
-            Ok(()) => {
+        match attempt_on_disk(&lock_path, &target, opts.stale_ms) {
+            Ok(id) => {
+                if let Some(h) = lock_state().held.get_mut(&lock_path) {
+                    h.id = Some(id);
+                    h.last_refresh = Instant::now();
+                }
                 return Ok(LockGuard {
                     lock_path,
                     file: target,
                     released: false,
-                })
+                });
             }
-            Err(e) => e,
-        };
-        let retryable = match opts.retry {
-            Retry::Async { .. } => true,
-            Retry::Sync { .. } => err.is("ELOCKED"),
-        };
-        if !retryable {
-            return Err(err);
-        }
-        errors.push(err);
-        if k < attempts {
-            wait_before_retry(&lock_path, opts.retry.wait(k));
+            Err(err) => {
+                let retryable = match opts.retry {
+                    Retry::Async { .. } => true,
+                    Retry::Sync { .. } => err.is("ELOCKED"),
+                };
+                errors.push(err);
+                if !retryable {
+                    break;
+                }
+                if k < attempts {
+                    std::thread::sleep(opts.retry.wait(k));
+                }
+            }
         }
     }
+    // Give the turn back before reporting.
+    lock_state().held.remove(&lock_path);
+    table().released.notify_all();
     Err(match opts.retry {
         Retry::Async { .. } => most_frequent(errors),
         Retry::Sync { .. } => errors.pop().unwrap_or(FsError::Locked { file: target }),
@@ -330,84 +349,66 @@ fn most_frequent(errors: Vec<FsError>) -> FsError {
     errors.into_iter().nth(i).expect("index in range")
 }
 
-/// Claim the path in-process (failing as ELOCKED if this process already holds it), then try
-/// the disk protocol.
-fn claim_and_attempt(lock_path: &str, file: &str, opts: LockOptions) -> Result<(), FsError> {
-    {
-        let mut held = lock_table();
-        if held.contains_key(lock_path) {
+/// Wait (FIFO, bounded) until no other operation of this process holds or waits for
+/// `lock_path` ahead of us, then claim it. ELOCKED when the wait runs out.
+fn take_turn(
+    lock_path: &str,
+    file: &str,
+    opts: LockOptions,
+    budget: Duration,
+) -> Result<(), FsError> {
+    let mut st = lock_state();
+    let bound = match (opts.retry, st.held.get(lock_path)) {
+        (Retry::Sync { .. }, Some(h)) if h.kind == HolderKind::Native => {
+            budget.max(SYNC_WAIT_FOR_OWN_HOLDER)
+        }
+        _ => budget,
+    };
+    let deadline = Instant::now() + bound;
+    let ticket = st.next_ticket;
+    st.next_ticket += 1;
+    st.queues
+        .entry(lock_path.to_string())
+        .or_default()
+        .push_back(ticket);
+    loop {
+        let first = st.queues.get(lock_path).and_then(|q| q.front()) == Some(&ticket);
+        if first && !st.held.contains_key(lock_path) {
+            if let Some(q) = st.queues.get_mut(lock_path) {
+                q.pop_front();
+                if q.is_empty() {
+                    st.queues.remove(lock_path);
+                }
+            }
+            st.held.insert(
+                lock_path.to_string(),
+                Held {
+                    kind: opts.kind,
+                    owner: opts.owner,
+                    id: None,
+                    last_refresh: Instant::now(),
+                    compromised: false,
+                },
+            );
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if let Some(q) = st.queues.get_mut(lock_path) {
+                q.retain(|t| *t != ticket);
+                if q.is_empty() {
+                    st.queues.remove(lock_path);
+                }
+            }
+            drop(st);
+            table().released.notify_all();
             return Err(FsError::Locked {
                 file: file.to_string(),
             });
         }
-        held.insert(
-            lock_path.to_string(),
-            Held {
-                kind: opts.kind,
-                owner: opts.owner,
-                id: None,
-                last_refresh: Instant::now(),
-                compromised: false,
-            },
-        );
-    }
-    let result = attempt_on_disk(lock_path, file, opts.stale_ms);
-    let mut held = lock_table();
-    match result {
-        Ok(id) => {
-            if let Some(h) = held.get_mut(lock_path) {
-                h.id = Some(id);
-                h.last_refresh = Instant::now();
-            }
-            Ok(())
-        }
-        Err(e) => {
-            held.remove(lock_path);
-            drop(held);
-            table().released.notify_all();
-            Err(e)
-        }
-    }
-}
-
-/// Sleep `wait`, but wake early when this process releases `lock_path`.
-fn wait_before_retry(lock_path: &str, wait: Duration) {
-    let deadline = Instant::now() + wait;
-    let mut held = lock_table();
-    while held.contains_key(lock_path) {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        held = table()
+        st = table()
             .released
-            .wait_timeout(held, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-    drop(held);
-    // Not held in-process: a foreign holder; back off for the scheduled time.
-    let now = Instant::now();
-    if now < deadline {
-        std::thread::sleep(deadline - now);
-    }
-}
-
-/// W-B6: block (bounded) while this process's own native operation holds `lock_path`.
-fn wait_for_own_native_holder(lock_path: &str, bound: Duration) {
-    let deadline = Instant::now() + bound;
-    let mut held = lock_table();
-    while held
-        .get(lock_path)
-        .is_some_and(|h| h.kind == HolderKind::Native)
-    {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        held = table()
-            .released
-            .wait_timeout(held, deadline - now)
+            .wait_timeout(st, deadline - now)
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }
@@ -419,8 +420,8 @@ fn refresh_loop() {
     loop {
         std::thread::sleep(Duration::from_millis(250));
         // Blocks until the table's initialization (which spawned this thread) has finished.
-        let mut held = lock_table();
-        for (path, h) in held.iter_mut() {
+        let mut st = lock_state();
+        for (path, h) in st.held.iter_mut() {
             let Some(id) = h.id else { continue };
             if h.compromised || h.last_refresh.elapsed() < Duration::from_millis(UPDATE_MS - 250) {
                 continue;
@@ -453,7 +454,8 @@ fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
 /// Remove every lock directory that the JS environment `owner` still holds (its teardown at
 /// process or worker exit, L8 / L10h).
 pub fn release_all(owner: u64) {
-    let mut held = lock_table();
+    let mut st = lock_state();
+    let held = &mut st.held;
     let mine: Vec<String> = held
         .iter()
         .filter(|(_, h)| h.owner == owner)
@@ -466,14 +468,14 @@ pub fn release_all(owner: u64) {
             }
         }
     }
-    drop(held);
+    drop(st);
     table().released.notify_all();
 }
 
 /// Whether this process holds the lock of `file` right now (for tests and diagnostics).
 pub fn held_in_process(file: &str) -> bool {
     lock_path_for(file, false)
-        .map(|(p, _)| lock_table().contains_key(&p))
+        .map(|(p, _)| lock_state().held.contains_key(&p))
         .unwrap_or(false)
 }
 

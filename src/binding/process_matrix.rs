@@ -521,11 +521,12 @@ fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
 )]
 pub fn atomic_write<'e>(
     env: &'e Env,
-    file: String,
+    file: Unknown,
     content: Unknown,
     mode: u32,
     durable: bool,
 ) -> Result<PromiseRaw<'e, OpResult>> {
+    let file = path_arg(env, &file, "path")?;
     let bytes = content_bytes(env, &content)?;
     spawn(env, move || {
         match crate::atomic_file::write_atomic(&file, &bytes, mode, durable) {
@@ -591,14 +592,18 @@ fn keep(guard: LockGuard) -> u32 {
 }
 
 /// withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`.
-#[napi(ts_return_type = "Promise<OpResult>")]
+#[napi(
+    ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean",
+    ts_return_type = "Promise<OpResult>"
+)]
 pub fn lock_acquire<'e>(
     env: &'e Env,
-    file: String,
+    file: Unknown,
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
 ) -> Result<PromiseRaw<'e, OpResult>> {
+    let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
     spawn(env, move || match lockfile::acquire(&file, opts) {
         Ok(g) => OpResult {
@@ -610,14 +615,15 @@ pub fn lock_acquire<'e>(
 }
 
 /// withFileLockSync core: acquire on this thread (blocking sleeps between attempts).
-#[napi]
+#[napi(ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean")]
 pub fn lock_acquire_sync(
     env: &Env,
-    file: String,
+    file: Unknown,
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
 ) -> Result<u32> {
+    let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, true)?;
     match lockfile::acquire(&file, opts) {
         Ok(g) => Ok(keep(g)),

@@ -1,0 +1,242 @@
+'use strict'
+// pi-native/process-matrix-store and pi-native/atomic-file: the behaviors pinned by the
+// original tests (SPEC §4.1–§4.2), for both backends, plus bad-input handling.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { Worker } = require('node:worker_threads')
+const lockfile = require('proper-lockfile')
+const { backends, root } = require('./helpers.js')
+const { makeEntry, tempAgentDir, matrixDir, leftovers } = require('./store-fixtures.js')
+
+for (const [name, s] of backends()) {
+  test(`${name}: T1–T2 ids and paths`, () => {
+    assert.equal(s.buildEntryId('master', 'session-1'), 'master-session-1')
+    assert.equal(s.buildEntryId('worker', 'session-1'), 'worker-session-1')
+    const a = '/tmp/agent'
+    assert.equal(s.processMatrixDir(a), path.join(a, 'state', 'process-matrix'))
+    assert.equal(s.entryPath(a, 'master-session-1'), path.join(a, 'state', 'process-matrix', 'master-session-1.json'))
+    assert.equal(s.entryPath(a, '../escape'), path.join(a, 'state', 'process-matrix', '../escape.json'))
+    assert.equal(s.entryPath('rel', undefined), path.join('rel', 'state', 'process-matrix', 'undefined.json'))
+    assert.equal(s.buildEntryId(undefined, 7), 'undefined-7')
+  })
+
+  test(`${name}: T3–T4 missing → undefined / []; write then read; tab layout`, async () => {
+    const a = tempAgentDir()
+    assert.equal(await s.readEntry(a, 'master-session-1'), undefined)
+    assert.deepEqual(await s.listEntries(a), [])
+    const e = makeEntry()
+    await s.writeEntry(a, e)
+    assert.deepStrictEqual(await s.readEntry(a, 'master-session-1'), e)
+    const raw = fs.readFileSync(s.entryPath(a, 'master-session-1'), 'utf8')
+    assert.ok(raw.endsWith('\n'))
+    assert.ok(raw.includes('\n\t"role"'))
+    assert.equal(raw, JSON.stringify(e, null, '\t') + '\n')
+    assert.deepEqual(leftovers(a), ['master-session-1.json'])
+  })
+
+  test(`${name}: T5–T7 CAS: sync match writes, stale expected loses (async and sync)`, async () => {
+    const a = tempAgentDir()
+    const running = makeEntry()
+    await s.writeEntry(a, running)
+    const closed = { ...running, status: 'closed' }
+    assert.equal(s.writeEntryIfUnchangedSync(a, running, closed), true)
+    assert.deepStrictEqual(await s.readEntry(a, running.entryId), closed)
+
+    const newer = makeEntry('worker', 's2', { pid: 2000 })
+    await s.writeEntry(a, newer)
+    const stale = { ...newer, pid: 1000 }
+    assert.equal(await s.writeEntryIfUnchanged(a, newer.entryId, stale, { ...stale, status: 'closed' }), false)
+    assert.deepStrictEqual(await s.readEntry(a, newer.entryId), newer)
+    assert.equal(s.writeEntryIfUnchangedSync(a, stale, { ...stale, status: 'closed' }), false)
+    assert.deepStrictEqual(await s.readEntry(a, newer.entryId), newer)
+    assert.deepEqual(leftovers(a).sort(), ['master-session-1.json', 'worker-s2.json'])
+  })
+
+  test(`${name}: T8–T11 corrupt, foreign, retired and inconsistent files read as absent`, async () => {
+    const a = tempAgentDir()
+    const good = makeEntry('worker', 'good')
+    await s.writeEntry(a, good)
+    const dir = matrixDir(a)
+    fs.writeFileSync(path.join(dir, 'master-broken.json'), '{not json')
+    fs.writeFileSync(path.join(dir, 'readme.txt'), 'hello')
+    fs.writeFileSync(path.join(dir, 'worker-x.json'), '{"role":"worker"}')
+    const retired = { entryId: 'master-old', role: 'master', sessionId: 'old', agentId: 'a', resumeContext: {}, pid: 1, hostname: 'h', startedAt: '2026-07-19T00:00:00Z', heartbeatAt: '2026-07-19T00:00:00Z', status: 'running' }
+    fs.writeFileSync(path.join(dir, 'master-old.json'), JSON.stringify(retired))
+    assert.equal(await s.readEntry(a, 'master-broken'), undefined)
+    assert.equal(await s.readEntry(a, 'master-old'), undefined)
+    // T11: written without validation, read back as absent.
+    const odd = makeEntry('master', 'odd', { status: 'resumable' })
+    odd.resumable = { agent: { ...odd.agent, agentId: 'someone-else' }, lastCode: 'running' }
+    await s.writeEntry(a, odd)
+    assert.ok(fs.existsSync(s.entryPath(a, odd.entryId)))
+    assert.equal(await s.readEntry(a, odd.entryId), undefined)
+    assert.deepStrictEqual(await s.listEntries(a), [good])
+  })
+
+  test(`${name}: T12–T13 remove, remove again, stale removeIfUnchanged keeps the newer entry`, async () => {
+    const a = tempAgentDir()
+    const e = makeEntry()
+    await s.writeEntry(a, e)
+    assert.equal(await s.removeEntry(a, e.entryId), undefined)
+    assert.equal(fs.existsSync(s.entryPath(a, e.entryId)), false)
+    assert.equal(await s.removeEntry(a, e.entryId), undefined)
+    const newer = { ...e, pid: 2000 }
+    await s.writeEntry(a, newer)
+    assert.equal(await s.removeEntryIfUnchanged(a, { ...e, pid: 1000 }), false)
+    assert.deepStrictEqual(await s.readEntry(a, e.entryId), newer)
+    assert.equal(await s.removeEntryIfUnchanged(a, newer), true)
+    assert.equal(await s.readEntry(a, e.entryId), undefined)
+    assert.deepEqual(leftovers(a), [])
+  })
+
+  test(`${name}: listEntries is in UTF-16 name order, keeps duplicates, ignores locks and temps`, async () => {
+    const a = tempAgentDir()
+    const ids = ['b', 'a', 'Z', 'é', 'a-b', 'a_b', '\u{1F600}', '\uFF5E']
+    for (const id of ids) await s.writeEntry(a, makeEntry('worker', id))
+    const dir = matrixDir(a)
+    fs.copyFileSync(path.join(dir, 'worker-a.json'), path.join(dir, 'zz-copy.json'))
+    fs.mkdirSync(path.join(dir, 'worker-b.json.lock'))
+    fs.writeFileSync(path.join(dir, 'worker-b.json.123.abc.tmp'), '{}')
+    const names = fs.readdirSync(dir).filter((n) => n.endsWith('.json')).sort()
+    const got = (await s.listEntries(a)).map((e) => e.entryId)
+    const want = names.map((n) => (n === 'zz-copy.json' ? 'worker-a' : n.slice(0, -5)))
+    assert.deepEqual(got, want)
+    fs.rmdirSync(path.join(dir, 'worker-b.json.lock'))
+  })
+
+  test(`${name}: atomic writes: parents created, full replacement, no temp left, 100 concurrent`, async () => {
+    const d = tempAgentDir('pi-native-atomic-')
+    const file = path.join(d, 'a', 'b', 'c.txt')
+    await s.writeFileAtomic(file, 'x'.repeat(1000))
+    s.writeFileAtomicSync(file, 'short')
+    assert.equal(fs.readFileSync(file, 'utf8'), 'short')
+    const payloads = Array.from({ length: 100 }, (_, i) => `payload-${i}-${'y'.repeat(i * 10)}`)
+    await Promise.all(payloads.map((p) => s.writeFileAtomic(file, p)))
+    assert.ok(payloads.includes(fs.readFileSync(file, 'utf8')))
+    assert.deepEqual(fs.readdirSync(path.dirname(file)), ['c.txt'])
+    // A failing write (target is a directory) leaves no temp file.
+    fs.mkdirSync(path.join(d, 'dir.json', 'inner'), { recursive: true })
+    assert.throws(() => s.writeFileAtomicSync(path.join(d, 'dir.json'), 'x'), { code: 'EISDIR', syscall: 'rename' })
+    await assert.rejects(s.writeFileAtomic(path.join(d, 'dir.json'), 'x'), { code: 'EISDIR' })
+    assert.deepEqual(fs.readdirSync(d).sort(), ['a', 'dir.json'])
+    if (process.getuid?.() !== 0) return
+    // mode honored (umask applies)
+    s.writeFileAtomicSync(path.join(d, 'm.txt'), 'm', { mode: 0o600 })
+    assert.equal(fs.statSync(path.join(d, 'm.txt')).mode & 0o777, 0o600)
+  })
+
+  test(`${name}: withFileLock(Sync) excludes proper-lockfile and releases on throw`, async () => {
+    const d = tempAgentDir('pi-native-lock-')
+    const file = path.join(d, 'target.json')
+    const tryJs = () => lockfile.lockSync(file, { realpath: false })
+    s.withFileLockSync(file, () => {
+      assert.throws(tryJs, { code: 'ELOCKED' })
+    })
+    tryJs()() // acquire and release at once
+    await s.withFileLock(file, async () => {
+      assert.throws(tryJs, { code: 'ELOCKED' })
+    })
+    tryJs()()
+    assert.throws(() => s.withFileLockSync(file, () => { throw new Error('boom') }), /boom/)
+    await assert.rejects(s.withFileLock(file, async () => { throw new Error('async boom') }), /async boom/)
+    tryJs()()
+    // A JS holder blocks us: ELOCKED with `file`, after the sync retries.
+    const release = tryJs()
+    assert.throws(() => s.withFileLockSync(file, () => 1, { retries: 0 }), (err) => err.code === 'ELOCKED' && err.file === path.resolve(file) && err.message === 'Lock file is already being held')
+    release()
+    // Concurrent read-modify-writes under the lock never lose an update. (The original retries
+    // blindly and can starve beyond two contenders; native queues in-process waiters FIFO.)
+    const counter = path.join(d, 'counter')
+    fs.writeFileSync(counter, '0')
+    const contenders = name === 'native' ? 20 : 2
+    await Promise.all(
+      Array.from({ length: contenders }, () =>
+        s.withFileLock(counter, async () => {
+          const n = Number(fs.readFileSync(counter, 'utf8'))
+          await new Promise((r) => setTimeout(r, 1))
+          await s.writeFileAtomic(counter, String(n + 1))
+        }),
+      ),
+    )
+    assert.equal(fs.readFileSync(counter, 'utf8'), String(contenders))
+    assert.deepEqual(fs.readdirSync(d).sort(), ['counter', 'target.json'].filter((n) => fs.existsSync(path.join(d, n))).sort())
+  })
+}
+
+test('worker threads hammering one file through withFileLockSync never tear or lose a write', async () => {
+  for (const backend of ['native', 'js']) {
+    const d = tempAgentDir('pi-native-wt-')
+    const file = path.join(d, 'count.json')
+    fs.writeFileSync(file, JSON.stringify({ n: 0, pad: '' }))
+    const code = `
+      const { workerData } = require('node:worker_threads')
+      const { loadNative, loadJs } = require(${JSON.stringify(path.join(root, 'lib', 'binding.js'))})
+      const s = workerData.backend === 'native' ? loadNative() : loadJs()
+      const fs = require('node:fs')
+      for (let i = 0; i < 100; i++) {
+        s.withFileLockSync(workerData.file, () => {
+          const v = JSON.parse(fs.readFileSync(workerData.file, 'utf8'))
+          s.writeFileAtomicSync(workerData.file, JSON.stringify({ n: v.n + 1, pad: 'x'.repeat(i * 37) }))
+        })
+      }`
+    const workers = [0, 1].map(() => new Worker(code, { eval: true, workerData: { file, backend } }))
+    await Promise.all(workers.map((w) => new Promise((resolve, reject) => { w.once('exit', resolve); w.once('error', reject) })))
+    assert.equal(JSON.parse(fs.readFileSync(file, 'utf8')).n, 200, backend)
+    assert.deepEqual(fs.readdirSync(d), ['count.json'], backend)
+  }
+})
+
+test('bad input: no crash; the original error class and message where the spec says, else a TypeError naming the argument', async () => {
+  const [[, n], [, j]] = backends()
+  const a = tempAgentDir()
+  const cyclic = makeEntry()
+  cyclic.self = cyclic
+  const big = makeEntry('master', 'big', { pid: 10n })
+  for (const [label, call] of [
+    ['readEntry(5)', (s) => s.readEntry(5, 'x')],
+    ['readEntry(null)', (s) => s.readEntry(null, 'x')],
+    ['writeEntry(undefined entry)', (s) => s.writeEntry(a, undefined)],
+    ['writeEntry(cyclic)', (s) => s.writeEntry(a, cyclic)],
+    ['writeEntry(bigint)', (s) => s.writeEntry(a, big)],
+    ['CAS mismatch', (s) => s.writeEntryIfUnchanged(a, 'x', undefined, makeEntry())],
+    ['CAS null next', (s) => s.writeEntryIfUnchanged(a, 'x', undefined, null)],
+    ['CAS cyclic next', (s) => s.writeEntryIfUnchanged(a, cyclic.entryId, undefined, cyclic)],
+    ['removeEntryIfUnchanged(null)', (s) => s.removeEntryIfUnchanged(a, null)],
+    ['removeEntry(obj)', (s) => s.removeEntry({}, 'x')],
+    ['writeFileAtomic(5)', (s) => s.writeFileAtomic(5, 'x')],
+  ]) {
+    let nErr, jErr
+    const nP = call(n)
+    assert.ok(nP instanceof Promise, `${label} returns a promise (never a synchronous throw)`)
+    await nP.then(() => {}, (e) => { nErr = e })
+    await call(j).then(() => {}, (e) => { jErr = e })
+    assert.ok(nErr, `${label}: native rejects`)
+    assert.ok(jErr, `${label}: js rejects`)
+    assert.equal(nErr.constructor, jErr.constructor, `${label}: ${nErr.message} vs ${jErr.message}`)
+    if (label.startsWith('readEntry') || label.startsWith('CAS mismatch') || label.includes('bigint') || label.includes('cyclic')) {
+      assert.equal(nErr.message, jErr.message, label)
+    }
+  }
+  // A NUL byte is an fs error, which reads as absent (B3).
+  assert.equal(await n.readEntry('a\0b', 'x'), undefined)
+  assert.equal(await j.readEntry('a\0b', 'x'), undefined)
+  // listEntries swallows a bad agentDir (B3).
+  for (const bad of [5, null, undefined, {}, 'a\0b']) {
+    assert.deepEqual(await n.listEntries(bad), [])
+    assert.deepEqual(await j.listEntries(bad), [])
+  }
+  // Sync CAS: synchronous throws with the original messages.
+  assert.throws(() => n.writeEntryIfUnchangedSync(a, null, makeEntry()), TypeError)
+  assert.throws(() => n.writeEntryIfUnchangedSync(a, makeEntry(), makeEntry('worker')), {
+    name: 'TypeError',
+    message: "Process-matrix replacement entry 'worker-session-1' does not match 'master-session-1'.",
+  })
+  assert.throws(() => n.writeEntryIfUnchangedSync(a, undefined, undefined), TypeError)
+  // Serialization errors after a matching CAS: the JSON.stringify error, file untouched.
+  await n.writeEntry(a, makeEntry())
+  assert.throws(() => n.writeEntryIfUnchangedSync(a, makeEntry(), { ...makeEntry(), x: 1n }), /BigInt/)
+  assert.deepStrictEqual(await n.readEntry(a, 'master-session-1'), makeEntry())
+  assert.deepEqual(leftovers(a).filter((x) => x.startsWith('master-session-1')), ['master-session-1.json'])
+})
