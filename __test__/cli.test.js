@@ -82,3 +82,55 @@ test('recover: prints the recovered text and file; --json; nothing recoverable e
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('matrix: entries with liveness (alive, dead, zombie, recycled, foreign-host), orphans marked; --json', async () => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const { spawn } = require('node:child_process')
+  const { makeEntry, tempAgentDir } = require('./store-fixtures.js')
+  const store = require('pi-native/process-matrix-store')
+  const a = tempAgentDir()
+  const dead = await reapedPid()
+  const z = await zombie()
+  const live = spawn('sleep', ['30'], { stdio: 'ignore' })
+  const host = os.hostname()
+  const now = new Date().toISOString()
+  const entries = [
+    makeEntry('master', 'm1', { pid: process.pid, hostname: host, startedAt: now, heartbeatAt: now }),
+    makeEntry('worker', 'dead', { pid: dead, hostname: host, parentPid: process.pid }),
+    makeEntry('worker', 'zombie', { pid: z.pid, hostname: host, startedAt: now }),
+    makeEntry('worker', 'recycled', { pid: process.pid, hostname: host, startedAt: '2001-01-01T00:00:00.000Z' }),
+    makeEntry('worker', 'remote', { pid: 1, hostname: 'elsewhere.example' }),
+    makeEntry('worker', 'orphan', { pid: live.pid, hostname: host, startedAt: now, parentPid: dead }),
+    makeEntry('worker', 'child', { pid: live.pid, hostname: host, startedAt: now, parentPid: process.pid }),
+  ]
+  try {
+    for (const e of entries) await store.writeEntry(a, e)
+    const json = cli('matrix', a, '--json')
+    assert.equal(json.status, 0, json.stderr)
+    const rows = Object.fromEntries(JSON.parse(json.stdout).entries.map((r) => [r.entryId, r]))
+    assert.equal(rows['master-m1'].liveness, 'alive')
+    assert.equal(rows['worker-dead'].liveness, 'dead')
+    assert.equal(rows['worker-zombie'].liveness, 'zombie')
+    assert.equal(rows['worker-recycled'].liveness, 'recycled')
+    assert.equal(rows['worker-remote'].liveness, 'foreign-host')
+    assert.equal(rows['worker-orphan'].orphan, true)
+    assert.equal(rows['worker-child'].orphan, false)
+    assert.equal(typeof rows['master-m1'].heartbeatAgeMs, 'number')
+    const human = cli('matrix', a)
+    assert.equal(human.status, 0)
+    assert.match(human.stdout, /^ENTRY\s+ROLE\s+STATUS\s+PID\s+HOST\s+LIVENESS\s+HEARTBEAT\s+PARENT/)
+    assert.match(human.stdout, /worker-orphan \(orphan\)/)
+    // The default agentDir comes from PI_CODING_AGENT_DIR.
+    const viaEnv = spawnSync(process.execPath, [path.join(root, 'bin', 'pi-native.js'), 'matrix', '--json'], {
+      encoding: 'utf8',
+      env: { ...process.env, PI_CODING_AGENT_DIR: a },
+    })
+    assert.equal(JSON.parse(viaEnv.stdout).agentDir, a)
+    assert.equal(cli('matrix', path.join(a, 'missing')).status, 1)
+    assert.equal(cli('matrix', a, 'extra').status, 2)
+  } finally {
+    live.kill('SIGKILL')
+    z.holder.kill('SIGKILL')
+  }
+})

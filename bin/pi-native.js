@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 'use strict'
 // pi-native CLI. Exit codes: 0 ok, 1 not found, 2 usage error.
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 const lib = require('../lib/index.js')
 
 const USAGE = `usage: pi-native <command> [options]
@@ -9,6 +12,9 @@ commands:
   pid <pid...> [--json]    probe state, legacy start time and identity of each pid
   recover <sessionDir> [--session-id ID] [--json]
                            what session recovery returns for a worker's session directory
+  matrix [agentDir] [--json]
+                           process-matrix entries with liveness (agentDir defaults to
+                           $PI_CODING_AGENT_DIR, else ~/.pi/agent); orphans are marked
 
 exit codes: 0 ok, 1 not found, 2 usage error`
 
@@ -86,6 +92,80 @@ async function cmdRecover(args, values, json) {
   return result === null ? 1 : 0
 }
 
+/** alive / dead / zombie / recycled / foreign-host for one entry. */
+function entryLiveness(e) {
+  if (e.hostname !== os.hostname()) return 'foreign-host'
+  const state = Number.isInteger(e.pid) && e.pid > 0 ? lib.probePid(e.pid) : 'invalid'
+  if (state === 'dead' || state === 'invalid') return 'dead'
+  if (state === 'zombie') return 'zombie'
+  // A process that started after the entry was registered is someone else: the pid was reused.
+  const id = lib.getProcessIdentity(e.pid)
+  const registered = Date.parse(e.startedAt)
+  if (id && Number.isFinite(registered) && id.startTimeMs > registered + 1000) return 'recycled'
+  return 'alive'
+}
+
+function age(ms) {
+  if (!Number.isFinite(ms)) return '-'
+  const s = Math.max(0, Math.round(ms / 1000))
+  if (s < 120) return `${s}s`
+  if (s < 7200) return `${Math.round(s / 60)}m`
+  if (s < 172800) return `${Math.round(s / 3600)}h`
+  return `${Math.round(s / 86400)}d`
+}
+
+async function cmdMatrix(args, json) {
+  if (args.length > 1) throw new UsageError('matrix: at most one agentDir')
+  const agentDir = args[0] ?? process.env.PI_CODING_AGENT_DIR ?? path.join(os.homedir(), '.pi', 'agent')
+  const dir = lib.processMatrixDir(agentDir)
+  if (!fs.existsSync(dir)) {
+    process.stderr.write(`pi-native: no process matrix at ${dir}\n`)
+    return 1
+  }
+  const now = Date.now()
+  const entries = await lib.listEntries(agentDir)
+  const rows = entries.map((e) => ({
+    entryId: e.entryId,
+    role: e.role,
+    status: e.status,
+    pid: e.pid,
+    hostname: e.hostname,
+    liveness: entryLiveness(e),
+    heartbeatAgeMs: now - Date.parse(e.heartbeatAt),
+    parentPid: e.parentPid ?? null,
+    parentSessionId: e.parentSessionId ?? null,
+  }))
+  // An orphan: a live worker whose parent process is gone (or was never recorded).
+  for (const r of rows) {
+    const parentAlive = r.parentPid !== null && entryLiveness({ hostname: r.hostname, pid: r.parentPid, startedAt: '' }) === 'alive'
+    r.orphan = r.role === 'worker' && r.status !== 'closed' && r.liveness === 'alive' && !parentAlive
+  }
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ agentDir, entries: rows }, null, 2)}\n`)
+    return 0
+  }
+  if (rows.length === 0) {
+    process.stdout.write(`no entries in ${dir}\n`)
+    return 0
+  }
+  const color = process.stdout.isTTY ? (t) => `\x1b[1;33m${t}\x1b[0m` : (t) => t
+  const lines = table(
+    rows.map((r) => [
+      r.orphan ? `${r.entryId} (orphan)` : r.entryId,
+      r.role,
+      r.status,
+      r.pid,
+      r.hostname,
+      r.liveness,
+      age(r.heartbeatAgeMs),
+      r.parentPid === null ? '-' : `${r.parentPid}${r.parentSessionId ? ` (${r.parentSessionId})` : ''}`,
+    ]),
+    ['ENTRY', 'ROLE', 'STATUS', 'PID', 'HOST', 'LIVENESS', 'HEARTBEAT', 'PARENT'],
+  ).split('\n')
+  process.stdout.write(`${lines.map((l, i) => (i > 0 && rows[i - 1].orphan ? color(l) : l)).join('\n')}\n`)
+  return 0
+}
+
 async function main(argv) {
   const [command, ...rest] = argv
   try {
@@ -96,6 +176,7 @@ async function main(argv) {
     }
     if (command === 'pid') return cmdPid(args, flags.has('--json'))
     if (command === 'recover') return await cmdRecover(args, values, flags.has('--json'))
+    if (command === 'matrix') return await cmdMatrix(args, flags.has('--json'))
     throw new UsageError(`unknown command ${command}`)
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
