@@ -76,7 +76,7 @@ function markdown(results, m) {
   for (const r of results) {
     const status = r.met === null ? '' : r.met ? 'met' : '**missed**'
     lines.push(
-      `| ${r.name} | ${fmtNs(r.baselineNs)} | ${fmtNs(r.nativeNs)} | ${r.ratio.toFixed(2)}× | ${r.targetText ?? ''} | ${status} |`,
+      `| ${r.name} | ${Number.isFinite(r.baselineNs) ? fmtNs(r.baselineNs) : '-'} | ${fmtNs(r.nativeNs)} | ${Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}×` : '-'} | ${r.targetText ?? ''} | ${status} |`,
     )
   }
   const notes = results.filter((r) => r.notes).map((r) => `- ${r.name}: ${r.notes}`)

@@ -8,6 +8,7 @@ const { loadNative, loadJs } = require('../lib/binding.js')
 const suites = {
   liveness: require('./liveness.js'),
   'session-recovery': require('./session-recovery.js'),
+  store: require('./store.js'),
 }
 
 async function main() {

@@ -87,6 +87,16 @@ pub fn temp_path(file: &str) -> String {
 /// close, rename over `file`; on any failure unlink the temp file and return the first error.
 pub fn write_atomic(file: &str, content: &[u8], mode: u32, durable: bool) -> Result<(), FsError> {
     mkdir_p(&dirname(file))?;
+    write_atomic_in_existing_dir(file, content, mode, durable)
+}
+
+/// [`write_atomic`] when the caller has just made sure the parent directory exists.
+pub fn write_atomic_in_existing_dir(
+    file: &str,
+    content: &[u8],
+    mode: u32,
+    durable: bool,
+) -> Result<(), FsError> {
     let tmp = temp_path(file);
     let result = write_and_rename(file, &tmp, content, mode, durable);
     if result.is_err() {

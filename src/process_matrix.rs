@@ -163,7 +163,8 @@ pub struct WriteOptions {
 fn apply(file: &str, action: &Action, durable: bool) -> Result<CasOutcome, FsError> {
     match action {
         Action::Write(Some(bytes)) => {
-            atomic_file::write_atomic(file, bytes, 0o666, durable)?;
+            // The CAS created the directory chain before taking the lock (B13).
+            atomic_file::write_atomic_in_existing_dir(file, bytes, 0o666, durable)?;
             Ok(CasOutcome::Matched)
         }
         Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
@@ -230,7 +231,7 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
     mkdir_p(&dirname(file))?;
     let guard = lockfile::acquire(file, opts.lock)?;
     let result = match payload {
-        Some(bytes) => atomic_file::write_atomic(file, bytes, 0o666, opts.durable),
+        Some(bytes) => atomic_file::write_atomic_in_existing_dir(file, bytes, 0o666, opts.durable),
         None => Ok(()),
     };
     let _ = guard.release();

@@ -130,8 +130,21 @@ impl Js {
         Ok(len)
     }
 
-    /// A JS string's UTF-16 code units (lone surrogates kept).
+    /// A JS string's UTF-16 code units (lone surrogates kept). Short strings — nearly all
+    /// keys and values of an entry — take one N-API call through a stack buffer.
     fn utf16(&self, s: sys::napi_value) -> Result<Vec<u16>> {
+        let mut stack = [0u16; 128];
+        let mut written = 0usize;
+        check!(sys::napi_get_value_string_utf16(
+            self.env,
+            s,
+            stack.as_mut_ptr(),
+            stack.len(),
+            &mut written
+        ));
+        if written < stack.len() - 1 {
+            return Ok(stack[..written].to_vec());
+        }
         let mut len = 0usize;
         check!(sys::napi_get_value_string_utf16(
             self.env,
@@ -141,7 +154,6 @@ impl Js {
             &mut len
         ));
         let mut buf = vec![0u16; len + 1];
-        let mut written = 0usize;
         check!(sys::napi_get_value_string_utf16(
             self.env,
             s,
