@@ -37,28 +37,33 @@ const percentile = (xs, p) => {
 /** N processes incrementing one counter by read → CAS → retry; throughput and latencies. */
 async function contended(agentDir, backends, perProcess) {
   const lib = path.join(__dirname, '..', 'lib', 'index.js')
+  // Children start together at `startAt` (so process start-up is not measured) and report
+  // their own first/last instants and per-success latencies.
   const code = `
     const s = require(${JSON.stringify(lib)})
-    const [agentDir, n] = [process.argv[1], Number(process.argv[2])]
+    const [agentDir, n, startAt] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])]
+    const now = () => performance.timeOrigin + performance.now()
     ;(async () => {
+      await new Promise((r) => setTimeout(r, Math.max(0, startAt - Date.now())))
       const lat = []
+      const t0 = now()
       for (let done = 0; done < n; ) {
-        const t0 = process.hrtime.bigint()
+        const a = now()
         const cur = await s.readEntry(agentDir, 'worker-contended')
         let ok = false
         try { ok = await s.writeEntryIfUnchanged(agentDir, 'worker-contended', cur, { ...cur, taskRef: String(Number(cur.taskRef) + 1) }) } catch (e) { if (e.code !== 'ELOCKED') throw e }
-        if (ok) { done++; lat.push(Number(process.hrtime.bigint() - t0) / 1e6) }
+        if (ok) { done++; lat.push(now() - a) }
       }
-      console.log(JSON.stringify(lat))
+      console.log(JSON.stringify({ t0, t1: now(), lat }))
     })()`
   const native = require('../lib/binding.js').loadNative()
   await native.writeEntry(agentDir, entry('contended'))
-  const started = process.hrtime.bigint()
+  const startAt = Date.now() + 800
   const outs = await Promise.all(
     backends.map(
       (b) =>
         new Promise((resolve, reject) => {
-          const p = spawn(process.execPath, ['-e', code, agentDir, String(perProcess)], {
+          const p = spawn(process.execPath, ['-e', code, agentDir, String(perProcess), String(startAt)], {
             env: { ...process.env, PI_NATIVE_BACKEND: b },
             stdio: ['ignore', 'pipe', 'inherit'],
           })
@@ -68,8 +73,8 @@ async function contended(agentDir, backends, perProcess) {
         }),
     ),
   )
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9
-  const lat = outs.flat()
+  const seconds = (Math.max(...outs.map((o) => o.t1)) - Math.min(...outs.map((o) => o.t0))) / 1000
+  const lat = outs.flatMap((o) => o.lat)
   const final = Number((await native.readEntry(agentDir, 'worker-contended')).taskRef)
   return {
     opsPerSec: lat.length / seconds,
@@ -181,7 +186,7 @@ module.exports = async function store({ compare, native, js }) {
       )
     }
     for (const n of [1, 2, 4, 8]) {
-      const per = n >= 8 ? 40 : 60
+      const per = 120
       const j = await contended(path.join(root, `c-js-${n}`), Array(n).fill('js'), per)
       const nat = await contended(path.join(root, `c-native-${n}`), Array(n).fill('native'), per)
       const ratio = nat.opsPerSec / j.opsPerSec
@@ -196,7 +201,7 @@ module.exports = async function store({ compare, native, js }) {
         notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}`,
       })
     }
-    const mixed = await contended(path.join(root, 'c-mixed'), ['native', 'js', 'native', 'js', 'native', 'js', 'native', 'js'], 40)
+    const mixed = await contended(path.join(root, 'c-mixed'), ['native', 'js', 'native', 'js', 'native', 'js', 'native', 'js'], 120)
     results.push({
       name: 'contended CAS, 8 processes mixed native + js',
       baselineNs: NaN,
