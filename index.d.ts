@@ -172,6 +172,9 @@ export declare function processMatrixDir(agentDir: string): string
  */
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 
+/** Release what this JS environment still holds (registered on `process.on("exit")`). */
+export declare function releaseLocksAtExit(): void
+
 /**
  * Whether crash recovery is on: `PI_CREW_SESSION_RECOVERY` (1/true/yes or 0/false/no, read
  * from `process.env` at call time) wins in both directions; else `explicit` when it is not

@@ -855,6 +855,7 @@ module.exports.probePid = nativeBinding.probePid
 module.exports.probePids = nativeBinding.probePids
 module.exports.processMatrixDir = nativeBinding.processMatrixDir
 module.exports.recoverSessionTail = nativeBinding.recoverSessionTail
+module.exports.releaseLocksAtExit = nativeBinding.releaseLocksAtExit
 module.exports.resolveSessionRecoveryEnabled = nativeBinding.resolveSessionRecoveryEnabled
 module.exports.shouldAttemptSessionRecovery = nativeBinding.shouldAttemptSessionRecovery
 module.exports.storeCas = nativeBinding.storeCas

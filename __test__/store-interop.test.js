@@ -12,10 +12,10 @@ const { makeEntry, tempAgentDir, matrixDir, leftovers } = require('./store-fixtu
 const native = require('../lib/binding.js').loadNative()
 
 /** Run a child Node process with `code`; resolves { code, signal, stdout, stderr }. */
-function child(code, { backend = 'native', args = [], onSpawn } = {}) {
+function child(code, { backend = 'native', args = [], onSpawn, env = {} } = {}) {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, ['-e', code, ...args], {
-      env: { ...process.env, PI_NATIVE_BACKEND: backend },
+      env: { ...process.env, PI_NATIVE_BACKEND: backend, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''
@@ -88,7 +88,12 @@ test('a lock held (and refreshed) by a proper-lockfile process is never stolen; 
   )
   await new Promise((resolve) => holder.stdout.on('data', (d) => String(d).includes('LOCKED') && resolve()))
   // Native async CAS: 11 attempts over ~3.3 s, all ELOCKED; the JS holder keeps refreshing.
+  // Meanwhile the event loop runs freely (the waiting happens on a worker thread).
+  let ticks = 0
+  const timer = setInterval(() => ticks++, 10)
   await assert.rejects(native.writeEntryIfUnchanged(a, e.entryId, e, { ...e, pid: 5 }), (err) => err.code === 'ELOCKED' && err.file === path.resolve(file))
+  clearInterval(timer)
+  assert.ok(ticks > 100, `event loop ticked ${ticks} times during the ~3.3 s lock wait`)
   assert.throws(() => native.writeEntryIfUnchangedSync(a, e, { ...e, pid: 5 }), { code: 'ELOCKED' })
   const r = await held
   assert.equal(r.code, 0, r.stdout + r.stderr)
@@ -166,4 +171,23 @@ test('writers SIGKILLed at random moments (40 kills): the entry is always a comp
   await native.sweepOrphanTempFiles(a, 0)
   const left = leftovers(a).filter((n) => !n.endsWith('.lock'))
   assert.deepEqual(left, ['worker-crash.json'])
+})
+
+test('locks still held when a process exits are removed; durable mode writes the same bytes', async () => {
+  const a = tempAgentDir()
+  const file = path.join(a, 'held.json')
+  const r = await child(
+    `const s = require(${JSON.stringify(path.join(root, 'lib', 'index.js'))})
+     s.withFileLock(${JSON.stringify(file)}, () => { console.log('HOLDING'); process.exit(0) })`,
+  )
+  assert.match(r.stdout, /HOLDING/)
+  assert.equal(fs.existsSync(`${file}.lock`), false, 'lock directory removed at exit')
+  const durable = await child(
+    `const s = require(${JSON.stringify(path.join(root, 'lib', 'index.js'))})
+     const e = ${JSON.stringify(makeEntry('worker', 'durable'))}
+     s.writeEntry(process.argv[1], e).then(() => { s.writeEntryIfUnchangedSync(process.argv[1], e, { ...e, pid: 9 }); console.log('OK') })`,
+    { args: [a], env: { PI_NATIVE_FSYNC: '1' } },
+  )
+  assert.match(durable.stdout, /OK/, durable.stderr)
+  assert.equal((await native.readEntry(a, 'worker-durable')).pid, 9)
 })

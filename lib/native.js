@@ -2,6 +2,10 @@
 // The native backend: the generated binding plus the few hand-written wrappers that compose
 // its building blocks into the exact public contract (kept beside the generated loader).
 const binding = require('../index.js')
+
+// L8: lock directories still held when this environment exits (e.g. a withFileLock callback
+// cut short by process.exit) are removed, as proper-lockfile's exit handler does.
+process.on('exit', () => binding.releaseLocksAtExit())
 const { recoveryLimits } = require('../js/options.js')
 
 /**

@@ -451,18 +451,37 @@ fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
     std::fs::metadata(lock_path).ok().map(|m| dir_id(&m))
 }
 
-/// Remove every lock directory that the JS environment `owner` still holds (its teardown at
-/// process or worker exit, L8 / L10h).
+/// At teardown of the JS environment `owner` (process or worker exit, L8 / L10h): give its
+/// in-flight native operations a moment to finish on their threads (they release their own
+/// locks), then remove the lock directories still held for JS callbacks that can no longer
+/// run. A native operation still running after that keeps its lock (it may yet rename its
+/// file); the 2 s stale rule frees it once the process is gone.
 pub fn release_all(owner: u64) {
+    let deadline = Instant::now() + Duration::from_millis(100);
     let mut st = lock_state();
-    let held = &mut st.held;
-    let mine: Vec<String> = held
+    loop {
+        let busy = st
+            .held
+            .values()
+            .any(|h| h.owner == owner && h.kind == HolderKind::Native);
+        let now = Instant::now();
+        if !busy || now >= deadline {
+            break;
+        }
+        st = table()
+            .released
+            .wait_timeout(st, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    let mine: Vec<String> = st
+        .held
         .iter()
-        .filter(|(_, h)| h.owner == owner)
+        .filter(|(_, h)| h.owner == owner && h.kind == HolderKind::Callback)
         .map(|(p, _)| p.clone())
         .collect();
     for path in mine {
-        if let Some(h) = held.remove(&path) {
+        if let Some(h) = st.held.remove(&path) {
             if let (Some(id), false) = (h.id, h.compromised) {
                 remove_if_ours(&path, id);
             }

@@ -646,6 +646,13 @@ pub fn lock_release(handle: u32) {
     }
 }
 
+/// Release what this JS environment still holds (registered on `process.on("exit")`).
+#[napi]
+pub fn release_locks_at_exit(env: &Env) -> Result<()> {
+    lockfile::release_all(owner(env)?);
+    Ok(())
+}
+
 /// True while this process holds the lock of `file` (diagnostics and tests).
 #[napi]
 pub fn lock_held_in_process(file: String) -> bool {
