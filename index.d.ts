@@ -23,7 +23,7 @@ export declare function atomicWrite(filePath: string, content: string | Uint8Arr
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
 
 /** `String(role) + "-" + String(sessionId)`, without validation. */
-export declare function buildEntryId(role: ProcessRole, sessionId: string): string
+export declare function buildEntryId(role: 'master' | 'worker', sessionId: string): string
 
 /**
  * `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:

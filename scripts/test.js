@@ -49,7 +49,22 @@ const testFiles = fs
   .filter((n) => n.endsWith('.test.js') || n.endsWith('.test.mjs'))
   .sort()
   .map((n) => path.join('__test__', n))
-run('node tests', process.execPath, ['--test', ...testFiles])
+run(`node tests (Node ${process.versions.node})`, process.execPath, ['--test', ...testFiles])
+
+// The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
+const { ensureNode } = require('./node-versions.js')
+for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').filter(Boolean)) {
+  let bin
+  try {
+    bin = ensureNode(major)
+  } catch (err) {
+    results.push({ name: `node tests (Node ${major})`, ok: false, seconds: 0 })
+    process.stdout.write(`=== Node ${major} unavailable: ${err.message}\n`)
+    continue
+  }
+  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.trim()
+  run(`node tests (Node ${version})`, bin, ['--test', ...testFiles])
+}
 
 process.stdout.write('\n=== summary\n')
 for (const r of results) process.stdout.write(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)

@@ -267,7 +267,7 @@ pub fn entry_path(env: &Env, agent_dir: Unknown, entry_id: Unknown) -> Result<St
 }
 
 /// `String(role) + "-" + String(sessionId)`, without validation.
-#[napi(ts_args_type = "role: ProcessRole, sessionId: string")]
+#[napi(ts_args_type = "role: 'master' | 'worker', sessionId: string")]
 pub fn build_entry_id(env: &Env, role: Unknown, session_id: Unknown) -> Result<String> {
     Ok(format!(
         "{}-{}",

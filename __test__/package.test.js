@@ -1,0 +1,146 @@
+'use strict'
+// A real consumer: `npm pack` the package, install the tarball into a fresh project (no Rust,
+// no @napi-rs/cli there), then require / import every subpath and type-check a TypeScript file
+// that imports every public name under moduleResolution node16 and bundler.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { root } = require('./helpers.js')
+
+const SUBPATHS = {
+  liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess'],
+  'session-recovery': ['deriveSessionPaths', 'appendWorkerSessionArgs', 'resolveSessionRecoveryEnabled', 'shouldAttemptSessionRecovery', 'recoverLastAssistantFromSession'],
+  'process-matrix-store': ['processMatrixDir', 'entryPath', 'buildEntryId', 'readEntry', 'listEntries', 'writeEntry', 'writeEntryIfUnchanged', 'writeEntryIfUnchangedSync', 'removeEntry', 'removeEntryIfUnchanged', 'sweepOrphanTempFiles'],
+  'atomic-file': ['withFileLock', 'withFileLockSync', 'writeFileAtomic', 'writeFileAtomicSync'],
+}
+const TYPES = {
+  liveness: ['IntegrationLockOwner', 'ProcessLiveness', 'ProcessIdentity'],
+  'session-recovery': ['SessionRecoveryInfo', 'SessionRecoveryOptions', 'WorkerSessionContext', 'SessionIdentityInput'],
+  'process-matrix-store': ['ProcessMatrixEntry', 'ProcessRole', 'ProcessStatus', 'WindDownReason', 'ResourcePointer', 'ResourcePointerKind', 'AgentResumeContext', 'AgentIdentityContract', 'ResumablePayload', 'ProcessTerminalHandoff'],
+  'atomic-file': ['AtomicFileLockOptions', 'AtomicFileWriteOptions'],
+}
+const ALL = Object.values(SUBPATHS).flat()
+
+function sh(cmd, args, cwd, extra = {}) {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', ...extra })
+  assert.equal(r.status, 0, `${cmd} ${args.join(' ')}\n${r.stdout}\n${r.stderr}`)
+  return r.stdout
+}
+
+let consumer
+let tarball
+test.before(() => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-'))
+  // --ignore-scripts: pack what is built; the consumer must not need a build.
+  const packed = JSON.parse(sh('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], root))
+  tarball = { path: path.join(dir, packed[0].filename), files: packed[0].files.map((f) => f.path) }
+  consumer = path.join(dir, 'app')
+  fs.mkdirSync(consumer)
+  fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }))
+  sh('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], consumer)
+})
+
+test('the tarball carries the loader, the types, the JS layers and the linux-x64-gnu binary — and no sources', () => {
+  const files = tarball.files
+  for (const f of ['package.json', 'index.js', 'index.d.ts', 'pi-native.linux-x64-gnu.node', 'lib/index.js', 'lib/index.d.ts', 'js/index.js', 'bin/pi-native.js', 'README.md']) {
+    assert.ok(files.includes(f), `${f} in tarball`)
+  }
+  for (const sub of Object.keys(SUBPATHS)) assert.ok(files.includes(`lib/${sub}.d.ts`))
+  assert.ok(!files.some((f) => f.startsWith('src/') || f.startsWith('__test__/') || f.startsWith('target/') || f.startsWith('bench/')), files.join(' '))
+  const installed = path.join(consumer, 'node_modules', 'pi-native')
+  assert.ok(fs.existsSync(path.join(installed, 'pi-native.linux-x64-gnu.node')))
+  assert.ok(!fs.existsSync(path.join(consumer, 'node_modules', '@napi-rs')), 'no build tooling installed')
+})
+
+test('require: root and every subpath, native backend, every name a function', () => {
+  const script = `
+    const names = ${JSON.stringify(SUBPATHS)}
+    const rootMod = require('pi-native')
+    const out = { backend: rootMod.backend, missing: [] }
+    for (const [sub, list] of Object.entries(names)) {
+      const m = require('pi-native/' + sub)
+      for (const n of list) {
+        if (typeof m[n] !== 'function') out.missing.push(sub + '.' + n)
+        if (rootMod[n] !== m[n]) out.missing.push('root.' + n)
+      }
+    }
+    out.alive = rootMod.isReloadSessionProcessAlive(process.pid)
+    console.log(JSON.stringify(out))`
+  const out = JSON.parse(sh(process.execPath, ['-e', script], consumer))
+  assert.deepEqual(out, { backend: 'native', missing: [], alive: true })
+})
+
+test('ESM: named imports and `export *` re-exports of every subpath see every name', () => {
+  for (const [sub, names] of Object.entries(SUBPATHS)) {
+    fs.writeFileSync(path.join(consumer, `reexport-${sub}.mjs`), `export * from 'pi-native/${sub}'\n`)
+  }
+  const lines = Object.entries(SUBPATHS).map(
+    ([sub, names]) => `import { ${names.join(', ')} } from 'pi-native/${sub}'\nimport * as re_${sub.replace(/-/g, '_')} from './reexport-${sub}.mjs'`,
+  )
+  const checks = Object.entries(SUBPATHS).map(
+    ([sub, names]) => `for (const n of ${JSON.stringify(names)}) if (typeof re_${sub.replace(/-/g, '_')}[n] !== 'function') missing.push('${sub}.' + n)`,
+  )
+  fs.writeFileSync(
+    path.join(consumer, 'esm.mjs'),
+    `${lines.join('\n')}\nimport { backend } from 'pi-native'\nconst missing = []\n${checks.join('\n')}\nconsole.log(JSON.stringify({ backend, missing, alive: isReloadSessionProcessAlive(process.pid), id: buildEntryId('master', 's') }))\n`,
+  )
+  const out = JSON.parse(sh(process.execPath, ['esm.mjs'], consumer))
+  assert.deepEqual(out, { backend: 'native', missing: [], alive: true, id: 'master-s' })
+})
+
+test('TypeScript: every public name type-checks under moduleResolution node16 and bundler', () => {
+  const imports = Object.entries(SUBPATHS).map(
+    ([sub, names]) => `import { ${names.join(', ')} } from 'pi-native/${sub}'\nimport type { ${TYPES[sub].join(', ')} } from 'pi-native/${sub}'`,
+  )
+  const body = `
+${imports.join('\n')}
+import { backend, probePid as rootProbe } from 'pi-native'
+const b: 'native' | 'js' = backend
+const state: 'alive' | 'dead' | 'zombie' | 'eperm' | 'invalid' = rootProbe(1)
+const owner: IntegrationLockOwner = { pid: 1, hostname: 'h', token: 't', acquiredAt: 'now' }
+const alive: boolean = isReloadSessionProcessAlive(undefined) || defaultIsPidAlive(owner)
+const l: ProcessLiveness = checkProcessLiveness(1)
+const st: number | undefined = getProcessStartTime(1)
+const id: ProcessIdentity | undefined = getProcessIdentity(1)
+const same: boolean = id ? isSameProcess(id) : false
+const states = probePids([1, 2]); probePid(3)
+const ctx: WorkerSessionContext | null = deriveSessionPaths({ agentId: 'a', artifactsRoot: '/r' } satisfies SessionIdentityInput)
+const changed: boolean = ctx ? appendWorkerSessionArgs([], [], ctx) : false
+const on: boolean = resolveSessionRecoveryEnabled(undefined) && shouldAttemptSessionRecovery({ exitCode: null }, false)
+const opts: SessionRecoveryOptions = { deadlineMs: 100 }
+const rec: Promise<SessionRecoveryInfo | null> = recoverLastAssistantFromSession('/d', 's', opts)
+const kind: ResourcePointerKind = 'repository'
+const ptr: ResourcePointer = { id: 'p', kind, uri: 'u', readOnly: true }
+const rc: AgentResumeContext = { provider: 'pi', sessionId: 's', cwd: '/', resourceProfileNames: [], contextPointers: [ptr] }
+const agent: AgentIdentityContract = { agentId: 'a', resumeContext: rc }
+const role: ProcessRole = 'master'
+const status: ProcessStatus = 'running'
+const reason: WindDownReason = 'parent_lost'
+const resumable: ResumablePayload = { agent, lastCode: status }
+const terminal: ProcessTerminalHandoff = { code: null, signal: null, observedAt: 'x' }
+const entry: ProcessMatrixEntry = { entryId: buildEntryId(role, 's'), role, agent, pid: 1, hostname: 'h', startedAt: 'x', heartbeatAt: 'x', status, windDownReason: reason, resumable, terminal }
+const dir: string = processMatrixDir('/a') + entryPath('/a', 'e')
+const all: Promise<unknown>[] = [readEntry('/a', 'e'), listEntries('/a'), writeEntry('/a', entry), writeEntryIfUnchanged('/a', 'e', undefined, entry), removeEntry('/a', 'e'), removeEntryIfUnchanged('/a', entry), sweepOrphanTempFiles('/a')]
+const sync: boolean = writeEntryIfUnchangedSync('/a', entry, entry)
+const lockOpts: AtomicFileLockOptions = { retries: 0, realpath: false, stale: 2000 }
+const writeOpts: AtomicFileWriteOptions = { mode: 0o600 }
+const n: number = withFileLockSync('/f', () => 1, lockOpts)
+const p: Promise<string> = withFileLock('/f', async () => 'x')
+writeFileAtomicSync('/f', 'x', writeOpts); const w: Promise<void> = writeFileAtomic('/f', 'x')
+export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w }
+`
+  fs.writeFileSync(path.join(consumer, 'index.ts'), body)
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  for (const [name, compilerOptions] of [
+    ['node16', { module: 'node16', moduleResolution: 'node16' }],
+    ['bundler', { module: 'esnext', moduleResolution: 'bundler' }],
+  ]) {
+    const config = { compilerOptions: { ...compilerOptions, strict: true, noEmit: true, skipLibCheck: false, types: [], target: 'es2022' }, files: ['index.ts'] }
+    fs.writeFileSync(path.join(consumer, `tsconfig.${name}.json`), JSON.stringify(config))
+    sh(process.execPath, [tsc, '-p', `tsconfig.${name}.json`], consumer)
+  }
+  assert.ok(ALL.length > 20)
+})
