@@ -172,6 +172,7 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   } catch (err) {
     return Promise.reject(err)
   }
+  const started = performance.now()
   return new Promise((resolve) => {
     const state = { abandoned: false }
     const timer = setTimeout(() => {
@@ -182,7 +183,9 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
     scan(sessionDir, sessionId, limits, state).then(
       (r) => {
         clearTimeout(timer)
-        resolve(r)
+        // An answer that arrives after the deadline is not an answer (the timer may not have
+        // had its turn yet).
+        resolve(performance.now() - started >= limits.deadlineMs ? null : r)
       },
       () => {
         clearTimeout(timer)
