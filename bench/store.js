@@ -5,29 +5,8 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 
-function entry(sessionId, extra = {}) {
-  return {
-    entryId: `worker-${sessionId}`,
-    role: 'worker',
-    agent: {
-      agentId: `agent-${sessionId}`,
-      resumeContext: {
-        provider: 'pi',
-        sessionId,
-        cwd: '/work/repo',
-        resourceProfileNames: ['default'],
-        contextPointers: [{ id: 'repo', kind: 'repository', uri: 'file:///work/repo', readOnly: true }],
-      },
-    },
-    pid: 1000,
-    hostname: 'host-a',
-    startedAt: '2026-07-19T00:00:00.000Z',
-    heartbeatAt: '2026-07-19T00:00:30.000Z',
-    status: 'running',
-    taskRef: '0',
-    ...extra,
-  }
-}
+const { makeEntry } = require('../__test__/store-fixtures.js')
+const entry = (sessionId, extra = {}) => makeEntry('worker', sessionId, { taskRef: '0', ...extra })
 
 const percentile = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b)
