@@ -110,9 +110,6 @@ export declare function lockAcquire(filePath: string, retries?: number, stale?: 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
 export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): number
 
-/** True while this process holds the lock of `file` (diagnostics and tests). */
-export declare function lockHeldInProcess(file: string): boolean
-
 /** Release a lock taken by `lockAcquire(Sync)`; errors are ignored (B15). */
 export declare function lockRelease(handle: number): void
 

@@ -849,7 +849,6 @@ module.exports.isReloadSessionProcessAlive = nativeBinding.isReloadSessionProces
 module.exports.isSameProcess = nativeBinding.isSameProcess
 module.exports.lockAcquire = nativeBinding.lockAcquire
 module.exports.lockAcquireSync = nativeBinding.lockAcquireSync
-module.exports.lockHeldInProcess = nativeBinding.lockHeldInProcess
 module.exports.lockRelease = nativeBinding.lockRelease
 module.exports.probePid = nativeBinding.probePid
 module.exports.probePids = nativeBinding.probePids

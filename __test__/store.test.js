@@ -219,6 +219,16 @@ test('bad input: no crash; the original error class and message where the spec s
       assert.equal(nErr.message, jErr.message, label)
     }
   }
+  // Path arguments: Node's own ERR_INVALID_ARG_TYPE message (the JS backend calls path.join).
+  for (const bad of [5, -0, 1.5, true, null, undefined, {}, [], () => {}, function named() {}, new Date(0), 10n, Object.create(null)]) {
+    let want
+    try {
+      j.processMatrixDir(bad)
+    } catch (err) {
+      want = err
+    }
+    assert.throws(() => n.processMatrixDir(bad), (err) => err instanceof TypeError && err.code === 'ERR_INVALID_ARG_TYPE' && err.message === want.message, `${typeof bad}: ${want.message}`)
+  }
   // A NUL byte is an fs error, which reads as absent (B3).
   assert.equal(await n.readEntry('a\0b', 'x'), undefined)
   assert.equal(await j.readEntry('a\0b', 'x'), undefined)

@@ -491,13 +491,6 @@ pub fn release_all(owner: u64) {
     table().released.notify_all();
 }
 
-/// Whether this process holds the lock of `file` right now (for tests and diagnostics).
-pub fn held_in_process(file: &str) -> bool {
-    lock_path_for(file, false)
-        .map(|(p, _)| lock_state().held.contains_key(&p))
-        .unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,18 +176,18 @@ fn received(v: &Unknown) -> Result<String> {
     Ok(match type_of(v)? {
         ValueType::Undefined => "undefined".into(),
         ValueType::Null => "null".into(),
-        ValueType::Boolean | ValueType::Number | ValueType::BigInt => {
-            let t = match type_of(v)? {
-                ValueType::Boolean => "boolean",
-                ValueType::Number => "number",
-                _ => "bigint",
+        ValueType::Boolean => format!("type boolean ({})", to_js_string(v).unwrap_or_default()),
+        ValueType::Number => {
+            // util.inspect keeps the sign of -0, String() does not.
+            let x = super::jsval::number_of(v)?;
+            let text = if x == 0.0 && x.is_sign_negative() {
+                "-0".to_string()
+            } else {
+                to_js_string(v).unwrap_or_default()
             };
-            let mut text = to_js_string(v).unwrap_or_default();
-            if t == "bigint" {
-                text.push('n');
-            }
-            format!("type {t} ({text})")
+            format!("type number ({text})")
         }
+        ValueType::BigInt => format!("type bigint ({}n)", to_js_string(v).unwrap_or_default()),
         ValueType::String => {
             let s = to_js_string(v).unwrap_or_default();
             let shown: String = if s.chars().count() > 28 {
@@ -220,7 +220,12 @@ fn received(v: &Unknown) -> Result<String> {
             };
             match name {
                 Some(n) if !n.is_empty() => format!("an instance of {n}"),
-                _ => "an instance of Object".into(),
+                // util.inspect of an object without a constructor; exact for `{}`, abridged
+                // for objects with properties.
+                _ if Object::keys(&v.coerce_to_object()?)?.is_empty() => {
+                    "[Object: null prototype] {}".into()
+                }
+                _ => "[Object: null prototype] { … }".into(),
             }
         }
     })
@@ -651,10 +656,4 @@ pub fn lock_release(handle: u32) {
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
     lockfile::release_all(owner(env)?);
     Ok(())
-}
-
-/// True while this process holds the lock of `file` (diagnostics and tests).
-#[napi]
-pub fn lock_held_in_process(file: String) -> bool {
-    lockfile::held_in_process(&file)
 }
