@@ -65,3 +65,63 @@ pub fn prop<'a>(env: &Env, obj: &Unknown<'a>, key: &str) -> Result<Unknown<'a>> 
         _ => obj.coerce_to_object()?.get_named_property(key),
     }
 }
+
+/// Node's ERR_INVALID_ARG_TYPE "Received …" tail for a value.
+pub fn received(v: &Unknown) -> Result<String> {
+    Ok(match type_of(v)? {
+        ValueType::Undefined => "undefined".into(),
+        ValueType::Null => "null".into(),
+        ValueType::Boolean => format!("type boolean ({})", to_js_string(v).unwrap_or_default()),
+        ValueType::Number => {
+            // util.inspect keeps the sign of -0, String() does not.
+            let x = number_of(v)?;
+            let text = if x == 0.0 && x.is_sign_negative() {
+                "-0".to_string()
+            } else {
+                to_js_string(v).unwrap_or_default()
+            };
+            format!("type number ({text})")
+        }
+        ValueType::BigInt => format!("type bigint ({}n)", to_js_string(v).unwrap_or_default()),
+        ValueType::String => {
+            let s = to_js_string(v).unwrap_or_default();
+            let shown: String = if s.chars().count() > 28 {
+                format!("{}...", s.chars().take(25).collect::<String>())
+            } else {
+                s
+            };
+            format!("type string ('{shown}')")
+        }
+        ValueType::Symbol => "type symbol".into(),
+        ValueType::Function => {
+            let name: Option<String> = v
+                .coerce_to_object()?
+                .get_named_property::<Unknown>("name")
+                .ok()
+                .and_then(|n| to_js_string(&n));
+            format!("function {}", name.unwrap_or_default())
+        }
+        _ => {
+            let ctor = v
+                .coerce_to_object()?
+                .get_named_property::<Unknown>("constructor")?;
+            let name = if type_of(&ctor)? == ValueType::Function {
+                ctor.coerce_to_object()?
+                    .get_named_property::<Unknown>("name")
+                    .ok()
+                    .and_then(|n| to_js_string(&n))
+            } else {
+                None
+            };
+            match name {
+                Some(n) if !n.is_empty() => format!("an instance of {n}"),
+                // util.inspect of an object without a constructor; exact for `{}`, abridged
+                // for objects with properties.
+                _ if Object::keys(&v.coerce_to_object()?)?.is_empty() => {
+                    "[Object: null prototype] {}".into()
+                }
+                _ => "[Object: null prototype] { … }".into(),
+            }
+        }
+    })
+}

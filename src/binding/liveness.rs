@@ -4,15 +4,16 @@ use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
 
-use super::jsval::{number_of, prop, to_js_string, to_number, type_error, type_of};
+use super::jsval::{number_of, prop, received, to_js_string, to_number, type_error, type_of};
 use crate::jsstr::{is_integer, to_int32};
 use crate::liveness::{self as core, KillArg};
 
 /// How `process.kill` sees an arbitrary JS value (SPEC C0: accepted iff `pid == (pid | 0)`).
 fn kill_arg(v: &Unknown) -> Result<KillArg> {
     Ok(match type_of(v)? {
-        ValueType::Undefined => KillArg::undefined(),
-        ValueType::Null => KillArg::InvalidType(core::invalid_pid_message("null")),
+        ValueType::Undefined | ValueType::Null => {
+            KillArg::InvalidType(core::invalid_pid_message(&received(v)?))
+        }
         ValueType::Number => {
             let x = number_of(v)?;
             KillArg::from_number(x, || to_js_string(v).unwrap_or_default())
@@ -21,7 +22,7 @@ fn kill_arg(v: &Unknown) -> Result<KillArg> {
         // Strings, booleans, objects: loose equality compares their numeric value with ToInt32 of it.
         _ => match to_number(v) {
             Some(x) if x == to_int32(x) as f64 => KillArg::Pid(to_int32(x)),
-            Some(_) => KillArg::InvalidType(core::invalid_pid_message("a non-int32 value")),
+            Some(_) => KillArg::InvalidType(core::invalid_pid_message(&received(v)?)),
             None => KillArg::Uncoercible,
         },
     })
