@@ -2,11 +2,11 @@
 // The native backend: the generated binding plus the few hand-written wrappers that compose
 // its building blocks into the exact public contract (kept beside the generated loader).
 const binding = require('../index.js')
+const { recoveryLimits } = require('../js/options.js')
 
 // L8: lock directories still held when this environment exits (e.g. a withFileLock callback
 // cut short by process.exit) are removed, as proper-lockfile's exit handler does.
 process.on('exit', () => binding.releaseLocksAtExit())
-const { recoveryLimits } = require('../js/options.js')
 
 /**
  * Last complete assistant message of a worker's session (SPEC A13–A26). Resolves null when
@@ -47,7 +47,6 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   )
 }
 
-
 // ---- process-matrix store and atomic-file --------------------------------------------------------
 
 const durable = () => process.env.PI_NATIVE_FSYNC === '1'
@@ -81,6 +80,7 @@ function serialize(entry) {
   }
 }
 
+/** Throw what an envelope reports: an fs/lock error, or the serialization error of a match. */
 function settle(r, serialized) {
   if (r.error) throw toError(r.error)
   if (r.noPayload) throw serialized.error
@@ -110,8 +110,7 @@ function writeEntry(agentDir, entry) {
     const file = binding.entryPath(agentDir, entry.entryId)
     const serialized = serialize(entry)
     return binding.storeWrite(file, serialized.payload, durable()).then((r) => {
-      if (r.error) throw toError(r.error)
-      if (serialized.payload === null) throw serialized.error
+      settle({ ...r, noPayload: serialized.payload === null }, serialized)
     })
   })
 }
