@@ -27,13 +27,9 @@ pub enum Exp {
 }
 
 impl Drop for Exp {
-    // Iterative, like Json's: an expected value can be arbitrarily deep.
+    // An expected value can be arbitrarily deep too.
     fn drop(&mut self) {
-        let mut stack: Vec<Exp> = Vec::new();
-        take_exp_children(self, &mut stack);
-        while let Some(mut v) = stack.pop() {
-            take_exp_children(&mut v, &mut stack);
-        }
+        crate::json::drop_tree(self, take_exp_children);
     }
 }
 

@@ -17,14 +17,19 @@ pub enum Json {
     Obj(Vec<(Vec<u16>, Json)>),
 }
 
+/// Drop a tree without recursion: the derived drop recurses once per nesting level, and a
+/// 10⁶-deep value would overflow the stack. `take_children` moves a node's children out.
+pub fn drop_tree<T>(root: &mut T, take_children: fn(&mut T, &mut Vec<T>)) {
+    let mut stack: Vec<T> = Vec::new();
+    take_children(root, &mut stack);
+    while let Some(mut v) = stack.pop() {
+        take_children(&mut v, &mut stack);
+    }
+}
+
 impl Drop for Json {
-    // The derived drop recurses once per nesting level; a 10⁶-deep array would overflow.
     fn drop(&mut self) {
-        let mut stack: Vec<Json> = Vec::new();
-        take_children(self, &mut stack);
-        while let Some(mut v) = stack.pop() {
-            take_children(&mut v, &mut stack);
-        }
+        drop_tree(self, take_children);
     }
 }
 
