@@ -13,38 +13,35 @@ process.on('exit', () => binding.releaseLocksAtExit())
  * nothing qualifies or at the deadline; rejects only for an invalid `options` argument.
  */
 function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
-  let limits
-  try {
-    limits = recoveryLimits(options)
-  } catch (err) {
-    return Promise.reject(err)
-  }
-  if (typeof sessionDir !== 'string') return Promise.resolve(null)
-  let pending
-  try {
-    pending = binding.recoverSessionTail(
-      sessionDir,
-      typeof sessionId === 'string' ? sessionId : undefined,
-      limits.maxFileBytes,
-      limits.deadlineMs,
-      limits.maxFiles,
+  return rejecting(() => {
+    const limits = recoveryLimits(options) // the only way to reject: an invalid `options`
+    if (typeof sessionDir !== 'string') return Promise.resolve(null)
+    let pending
+    try {
+      pending = binding.recoverSessionTail(
+        sessionDir,
+        typeof sessionId === 'string' ? sessionId : undefined,
+        limits.maxFileBytes,
+        limits.deadlineMs,
+        limits.maxFiles,
+      )
+    } catch {
+      return Promise.resolve(null)
+    }
+    return pending.then(
+      (raw) =>
+        raw === null
+          ? null
+          : {
+              sessionId: sessionId ?? raw.sessionId,
+              sessionFile: raw.sessionFile,
+              text: raw.text,
+              timestamp: raw.timestamp,
+              stopReason: raw.stopReason,
+            },
+      () => null,
     )
-  } catch {
-    return Promise.resolve(null)
-  }
-  return pending.then(
-    (raw) =>
-      raw === null
-        ? null
-        : {
-            sessionId: sessionId ?? raw.sessionId,
-            sessionFile: raw.sessionFile,
-            text: raw.text,
-            timestamp: raw.timestamp,
-            stopReason: raw.stopReason,
-          },
-    () => null,
-  )
+  })
 }
 
 // ---- process-matrix store and atomic-file --------------------------------------------------------

@@ -157,11 +157,6 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    /// The target file the lock protects (resolved).
-    pub fn file(&self) -> &str {
-        &self.file
-    }
-
     /// Release: forget it in-process, then rmdir the lock directory if it is still ours.
     /// Release errors are ignored (B15); a lock taken over meanwhile is left alone (W-B4).
     pub fn release(mut self) -> Result<(), FsError> {
