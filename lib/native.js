@@ -1,6 +1,9 @@
 'use strict'
 // The native backend: the generated binding plus the few hand-written wrappers that compose
 // its building blocks into the exact public contract (kept beside the generated loader).
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const path = require('node:path')
 const binding = require('../index.js')
 const { recoveryLimits } = require('../js/options.js')
 
@@ -178,6 +181,7 @@ function writeFileAtomicSync(filePath, content, options) {
 }
 
 async function withFileLock(filePath, fn, options) {
+  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
   if (r.error) throw toError(r.error)
   try {
@@ -188,6 +192,7 @@ async function withFileLock(filePath, fn, options) {
 }
 
 function withFileLockSync(filePath, fn, options) {
+  fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
   try {
     return fn()
