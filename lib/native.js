@@ -180,25 +180,47 @@ function writeFileAtomicSync(filePath, content, options) {
   binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
 }
 
-async function withFileLock(filePath, fn, options) {
-  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
-  if (r.error) throw toError(r.error)
-  try {
-    return await fn()
-  } finally {
-    binding.lockRelease(r.handle)
-  }
+/** proper-lockfile's error for a lock taken over while held. */
+function compromised(filePath) {
+  return Object.assign(new Error('Unable to update lock within the stale threshold'), {
+    code: 'ECOMPROMISED',
+    file: path.resolve(filePath),
+  })
 }
 
+/**
+ * Run `fn` under the lock. If `fn` fails, its error wins (B15); if it succeeds but the lock was
+ * taken over meanwhile (a paused holder judged stale by another process), the call fails with
+ * ECOMPROMISED instead of reporting a success that another writer may have overwritten.
+ */
+async function withFileLock(filePath, fn, options) {
+  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  const held = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
+  if (!(held instanceof binding.HeldLock)) throw toError(held)
+  let result
+  try {
+    result = await fn()
+  } catch (err) {
+    held.release()
+    throw err
+  }
+  if (!held.release()) throw compromised(filePath)
+  return result
+}
+
+/** withFileLock on the calling thread (usable inside `process.on("exit")`). */
 function withFileLockSync(filePath, fn, options) {
   fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  const handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  const held = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  let result
   try {
-    return fn()
-  } finally {
-    binding.lockRelease(handle)
+    result = fn()
+  } catch (err) {
+    held.release()
+    throw err
   }
+  if (!held.release()) throw compromised(filePath)
+  return result
 }
 
 module.exports = {
