@@ -23,6 +23,21 @@ export declare class HeldLock {
 }
 
 /**
+ * A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
+ * judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
+ * environment's teardown) releases the lock without writing.
+ */
+export declare class SuspendedCas {
+  /** The timestamps to judge with `Date.parse`. */
+  get timestamps(): Array<string>
+  /**
+   * Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
+   * (and therefore wrote or removed). A second call resolves false.
+   */
+  finish(valid: boolean): Promise<boolean>
+}
+
+/**
  * Arm both argument arrays with `--session-id <id> --session-dir <dir>` (only the flags each
  * array lacks), right after `--mode json -p` when present, else at the end. Mutates the arrays
  * in place (`builtArgs` first); returns true iff either array changed.
@@ -30,7 +45,7 @@ export declare class HeldLock {
 export declare function appendWorkerSessionArgs(spawnArgs: string[], builtArgs: string[], ctx: WorkerSessionContext): boolean
 
 /** writeFileAtomic core. */
-export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<OpResult>
+export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<void>
 
 /** writeFileAtomicSync core (throws Node-shaped errors). */
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
@@ -66,6 +81,12 @@ export declare function deriveSessionPaths(input: SessionIdentityInput): WorkerS
  */
 export declare function entryPath(agentDir: string, entryId: string): string
 
+/** An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite). */
+export interface EntryText {
+  text: string
+  pending: Array<string>
+}
+
 /**
  * A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
  * fs errors or `file` for lock errors).
@@ -78,6 +99,20 @@ export interface ErrorInfo {
   path?: string
   dest?: string
   file?: string
+}
+
+/** What went wrong, in the terms the JS error factory needs. */
+export interface Failure {
+  /** Negative errno (libuv convention) of a file-system failure. */
+  errno?: number
+  syscall?: string
+  path?: string
+  dest?: string
+  /** `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL` (non file-system failures). */
+  code?: string
+  /** The resolved target of a lock failure. */
+  file?: string
+  message?: string
 }
 
 /**
@@ -118,7 +153,7 @@ export declare function isReloadSessionProcessAlive(pid: number | undefined): bo
 export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
-export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock | ErrorInfo>
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
 export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): HeldLock
@@ -211,6 +246,12 @@ export interface SessionTail {
 }
 
 /**
+ * Register the function that turns a [`Failure`] into the Error thrown or rejected with
+ * (called once by `lib/native.js` in every environment that loads the addon).
+ */
+export declare function setErrorFactory(factory: (failure: Failure) => Error): void
+
+/**
  * True when a worker's end looks like a crash worth recovering: exit code `null` (signal death)
  * or killed. `result.exitStatus`, when present, overrides `exitCode` and `killed` field by field.
  */
@@ -219,33 +260,27 @@ export declare function shouldAttemptSessionRecovery(result: { exitCode: number 
 /**
  * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
  * with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
- * worker thread.
+ * worker thread. Resolves whether it matched, or a [`SuspendedCas`].
  */
-export declare function storeCas(file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean): Promise<OpResult>
-
-/**
- * Finish a CAS that `storeCas` suspended (its `expected` was undefined and the file's
- * timestamps needed V8): `valid` says whether all of them were finite.
- */
-export declare function storeCasFinish(handle: number, valid: boolean): Promise<OpResult>
+export declare function storeCas(file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
 
 /**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
- * `process.on("exit")`. Returns 0 (no match), 1 (written), 2 (matched but `payload` is null).
+ * `process.on("exit")`. Returns whether it matched.
  */
-export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): number
+export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): boolean
 
 /** listEntries core: resolves `{ listJson, listPending }`. */
 export declare function storeList(agentDir: string): Promise<OpResult>
 
-/** readEntry core: resolves `{ text, pending }` for an accepted file, `{}` when absent. */
-export declare function storeRead(file: string): Promise<OpResult>
+/** readEntry core: the accepted file's text, or null when absent, unreadable or invalid. */
+export declare function storeRead(file: string): Promise<EntryText | null>
 
 /** removeEntry core. */
-export declare function storeRemove(file: string): Promise<OpResult>
+export declare function storeRemove(file: string): Promise<void>
 
 /** writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release. */
-export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<OpResult>
+export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<void>
 
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
