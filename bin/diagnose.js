@@ -253,22 +253,30 @@ function explainCandidate(file, maxFileBytes) {
  */
 function explainCandidates(dir, names, sessionId, limits) {
   const suffix = typeof sessionId === 'string' && sessionId ? `_${sessionId}.jsonl` : null
-  const stats = names.map((name) => {
-    let mtime = -Infinity
+  const listed = names.map((name) => {
+    const c = { name, matchesSessionId: suffix !== null && name.endsWith(suffix) }
     try {
-      mtime = fs.statSync(path.join(dir, name)).mtimeMs
-    } catch {}
-    return { name, mtime, matchesSessionId: suffix !== null && name.endsWith(suffix) }
+      c.mtime = fs.statSync(path.join(dir, name)).mtimeMs
+    } catch (err) {
+      c.statError = err
+    }
+    return c
   })
+  // Recovery drops files it cannot stat before choosing; they take no place among maxFiles.
+  const kept = listed.filter((c) => !c.statError)
   const byNewest = (a, b) => b.mtime - a.mtime
-  const ordered = [...stats.filter((c) => c.matchesSessionId).sort(byNewest), ...stats.filter((c) => !c.matchesSessionId).sort(byNewest)]
-  return ordered.map((c, i) => {
+  const ordered = [...kept.filter((c) => c.matchesSessionId).sort(byNewest), ...kept.filter((c) => !c.matchesSessionId).sort(byNewest)]
+  const explained = ordered.map((c, i) => {
     const file = path.join(dir, c.name)
     if (i >= limits.maxFiles) {
       return { file, matchesSessionId: c.matchesSessionId, lookedAt: false, reason: 'not-looked-at', detail: `not looked at: only the ${limits.maxFiles} first candidates are (options.maxFiles)` }
     }
     return { file, matchesSessionId: c.matchesSessionId, lookedAt: true, ...explainCandidate(file, limits.maxFileBytes) }
   })
+  for (const c of listed.filter((x) => x.statError)) {
+    explained.push({ file: path.join(dir, c.name), matchesSessionId: c.matchesSessionId, lookedAt: false, reason: 'unreadable', detail: `cannot be read (${errText(c.statError)}), so recovery skips it` })
+  }
+  return explained
 }
 
 module.exports = { diagnoseMatrixDir, judgeEntryFile, explainCandidates, formatAge, LOCK_STALE_MS }
