@@ -182,3 +182,18 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   }
   assert.ok(ALL.length > 20)
 })
+
+test('no EBADENGINE on npm install: every non-optional package in the lockfile accepts this Node; the SDK oracle stays 1.6.0 in its own lockfile', () => {
+  // npm warns once per non-optional package whose engines.node rejects the running Node
+  // (arborist's engine check); optional ones are skipped silently. Same rule here.
+  const semver = require('semver')
+  const lock = require('../package-lock.json')
+  const rejecting = Object.entries(lock.packages)
+    .filter(([name, p]) => name && !p.optional && p.engines?.node && !semver.satisfies(process.versions.node, p.engines.node))
+    .map(([name, p]) => `${name} (${p.engines.node})`)
+  assert.deepEqual(rejecting, [])
+  assert.ok(!Object.keys(lock.packages).some((k) => k.includes('@earendil-works')), 'the SDK is not in the root tree')
+  const oracle = require('./oracle/package-lock.json')
+  assert.equal(oracle.packages['node_modules/@earendil-works/pi-coding-agent'].version, '1.6.0')
+  assert.equal(require('./oracle/package.json').dependencies['@earendil-works/pi-coding-agent'], '1.6.0')
+})
