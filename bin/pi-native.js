@@ -350,27 +350,38 @@ async function cmdMatrix({ positionals, values }) {
 function watchMatrix(dir, redraw) {
   return new Promise((resolve) => {
     let watcher
-    let watched
+    let watched // { path, ino } of the folder being watched
     let timer
     let running = Promise.resolve()
+    const draw = () =>
+      redraw().catch((err) => {
+        process.stderr.write(`pi-native: ${err && err.message ? err.message : err}\n`)
+      })
     const schedule = () => {
       clearTimeout(timer)
       // Coalesce the bursts one atomic write makes (temp create, write, rename, lock dir).
       timer = setTimeout(() => {
-        running = running.then(async () => {
+        running = running.then(() => {
           rewatch()
-          await redraw()
+          return draw()
         })
       }, 50)
     }
     const rewatch = () => {
       let target = dir
       while (!isDir(target) && path.dirname(target) !== target) target = path.dirname(target)
-      if (target === watched) return
+      const ino = inode(target)
+      // Same path and same inode: the watch is still good (a folder removed and made again is new).
+      if (watched && watched.path === target && watched.ino === ino) return
       if (watcher) watcher.close()
-      watched = target
-      watcher = fs.watch(target, { persistent: true }, schedule)
-      watcher.on('error', schedule)
+      watched = { path: target, ino }
+      try {
+        watcher = fs.watch(target, { persistent: true }, schedule)
+        watcher.on('error', schedule)
+      } catch (err) {
+        watcher = undefined
+        process.stderr.write(`pi-native: cannot watch ${target} (${err.code || err.message})\n`)
+      }
     }
     const stop = () => {
       clearTimeout(timer)
@@ -382,8 +393,16 @@ function watchMatrix(dir, redraw) {
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
     rewatch()
-    running = running.then(() => redraw())
+    running = running.then(draw)
   })
+}
+
+function inode(p) {
+  try {
+    return fs.statSync(p).ino
+  } catch {
+    return undefined
+  }
 }
 
 function isDir(p) {
