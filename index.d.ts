@@ -158,6 +158,12 @@ export declare function lockAcquire(filePath: string, retries?: number, stale?: 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
 export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): HeldLock
 
+/**
+ * Diagnostic: lock acquisition attempts this process made early because the held lock's
+ * directory was seen removed (notified handoff) rather than at the next scheduled retry.
+ */
+export declare function lockNotifiedAttempts(): number
+
 /** Envelope resolved by every async store operation. */
 export interface OpResult {
   error?: ErrorInfo

@@ -851,6 +851,7 @@ module.exports.isReloadSessionProcessAlive = nativeBinding.isReloadSessionProces
 module.exports.isSameProcess = nativeBinding.isSameProcess
 module.exports.lockAcquire = nativeBinding.lockAcquire
 module.exports.lockAcquireSync = nativeBinding.lockAcquireSync
+module.exports.lockNotifiedAttempts = nativeBinding.lockNotifiedAttempts
 module.exports.probePid = nativeBinding.probePid
 module.exports.probePids = nativeBinding.probePids
 module.exports.processMatrixDir = nativeBinding.processMatrixDir

@@ -528,3 +528,10 @@ pub fn release_locks_at_exit(env: &Env) -> Result<()> {
     lockfile::release_callback_locks(owner(env)?);
     Ok(())
 }
+
+/// Diagnostic: lock acquisition attempts this process made early because the held lock's
+/// directory was seen removed (notified handoff) rather than at the next scheduled retry.
+#[napi]
+pub fn lock_notified_attempts() -> f64 {
+    lockfile::notified_attempts() as f64
+}
