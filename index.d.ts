@@ -264,17 +264,19 @@ export declare function setErrorFactory(factory: (failure: Failure) => Error): v
 export declare function shouldAttemptSessionRecovery(result: { exitCode: number | null; exitStatus?: { exitCode?: number | null; killed?: boolean } }, killed: boolean): boolean
 
 /**
- * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
- * with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
- * worker thread. Resolves whether it matched, or a [`SuspendedCas`].
+ * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
+ * write happen on a worker thread. `expectedText` is the fast form of `expected` (see
+ * [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+ * only equal it if its timestamps are those). Resolves whether it matched, or a
+ * [`SuspendedCas`].
  */
-export declare function storeCas(file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
+export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
 
 /**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
  * `process.on("exit")`. Returns whether it matched.
  */
-export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): boolean
+export declare function storeCasSync(file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean): boolean
 
 /** listEntries core: resolves `{ listJson, listPending }`. */
 export declare function storeList(agentDir: string): Promise<OpResult>

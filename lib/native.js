@@ -6,6 +6,7 @@ const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
 const { nativeError } = require('./errors.js')
+const { expectedText, validTimestamps } = require('./expected.js')
 
 // Every native failure of this environment is built by lib/errors.js (one place).
 binding.setErrorFactory(nativeError)
@@ -104,6 +105,12 @@ function writeEntry(agentDir, entry) {
   })
 }
 
+/** Start an async CAS, handing `expected` over in its fast form when it has one. */
+function casStart(file, expected, payload, remove) {
+  const text = expectedText(expected)
+  return binding.storeCas(file, expected, text, text === null ? [] : validTimestamps(expected), payload, remove, durable())
+}
+
 /** A CAS verdict: finish a suspended one with V8's judgement of its timestamps. */
 function casVerdict(r, serialized) {
   if (r instanceof binding.SuspendedCas) {
@@ -120,7 +127,7 @@ function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
     }
     const file = binding.entryPath(agentDir, entryId)
     const serialized = serialize(next)
-    return binding.storeCas(file, expected, serialized.payload, false, durable()).then((r) => casVerdict(r, serialized))
+    return casStart(file, expected, serialized.payload, false).then((r) => casVerdict(r, serialized))
   })
 }
 
@@ -130,7 +137,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   }
   const file = binding.entryPath(agentDir, expected.entryId)
   const serialized = serialize(next)
-  const matched = binding.storeCasSync(file, expected, serialized.payload, durable())
+  const matched = binding.storeCasSync(file, expected, expectedText(expected), serialized.payload, durable())
   if (matched && serialized.payload === null) throw serialized.error
   return matched
 }
@@ -142,7 +149,7 @@ function removeEntry(agentDir, entryId) {
 function removeEntryIfUnchanged(agentDir, expected) {
   return rejecting(() => {
     const file = binding.entryPath(agentDir, expected.entryId)
-    return binding.storeCas(file, expected, null, true, durable()).then((r) => casVerdict(r, { payload: '' }))
+    return casStart(file, expected, null, true).then((r) => casVerdict(r, { payload: '' }))
   })
 }
 

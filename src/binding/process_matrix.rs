@@ -5,6 +5,7 @@
 //! JS thread with one hop ([`run`]).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use napi::bindgen_prelude::*;
@@ -14,6 +15,7 @@ use napi_derive::napi;
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, run};
 use super::jsval::{received, to_js_string, type_error, type_of};
+use crate::entry::Exp;
 use crate::fserror::FsError;
 use crate::lockfile::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::process_matrix::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -296,29 +298,65 @@ fn action(payload: Option<String>, remove: bool) -> Action {
     }
 }
 
-/// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
-/// with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
-/// worker thread. Resolves whether it matched, or a [`SuspendedCas`].
+/// `expected` as the CAS compares it: the JS side's `JSON.stringify` text when it proved the
+/// value plain JSON data (parsed later, off the JS thread), else read here with every
+/// isDeepStrictEqual distinction.
+enum Expected {
+    Text(String),
+    Read(Exp),
+}
+
+impl Expected {
+    fn new(env: &Env, expected: Unknown, text: Option<String>) -> Result<Expected> {
+        Ok(match text {
+            Some(t) => Expected::Text(t),
+            None => Expected::Read(to_exp(&Js::new(env)?, expected.raw())?),
+        })
+    }
+
+    fn into_exp(self) -> Exp {
+        match self {
+            Expected::Text(t) => crate::entry::exp_from_json_text(&t).unwrap_or(Exp::Never),
+            Expected::Read(e) => e,
+        }
+    }
+}
+
+/// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
+/// write happen on a worker thread. `expectedText` is the fast form of `expected` (see
+/// [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+/// only equal it if its timestamps are those). Resolves whether it matched, or a
+/// [`SuspendedCas`].
 #[napi(
-    ts_args_type = "file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean",
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
     ts_return_type = "Promise<boolean | SuspendedCas>"
 )]
+#[allow(clippy::too_many_arguments)]
 pub fn store_cas<'e>(
     env: &'e Env,
     file: String,
     expected: Unknown,
+    expected_text: Option<String>,
+    valid_timestamps: Vec<Utf16String>,
     payload: Option<String>,
     remove: bool,
     durable: bool,
 ) -> Result<PromiseRaw<'e, Either<bool, SuspendedCas>>> {
-    let js = Js::new(env)?;
-    let exp = to_exp(&js, expected.raw())?;
-    let known = expected_timestamps(&js, &exp)?;
+    let exp = Expected::new(env, expected, expected_text)?;
+    let known: HashMap<Vec<u16>, bool> = match &exp {
+        // Read on this thread: V8 judges its timestamps now, from the value read.
+        Expected::Read(e) => expected_timestamps(&Js::new(env)?, e)?,
+        Expected::Text(_) => valid_timestamps
+            .iter()
+            .map(|s| (s.to_vec(), true))
+            .collect(),
+    };
     let opts = store_opts(env, durable)?;
     let act = action(payload, remove);
     run(
         env,
         move || {
+            let exp = exp.into_exp();
             let lookup = |s: &[u16]| known.get(s).copied();
             core::cas(&file, &exp, &lookup, act, opts)
         },
@@ -336,16 +374,19 @@ pub fn store_cas<'e>(
 
 /// Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
 /// `process.on("exit")`. Returns whether it matched.
-#[napi(ts_args_type = "file: string, expected: unknown, payload: string | null, durable: boolean")]
+#[napi(
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean"
+)]
 pub fn store_cas_sync(
     env: &Env,
     file: String,
     expected: Unknown,
+    expected_text: Option<String>,
     payload: Option<String>,
     durable: bool,
 ) -> Result<bool> {
+    let exp = Expected::new(env, expected, expected_text)?.into_exp();
     let js = Js::new(env)?;
-    let exp = to_exp(&js, expected.raw())?;
     let mut lock = LockOptions::store_sync();
     lock.owner = owner(env)?;
     // On the JS thread V8 can be asked directly about any timestamp, so nothing is suspended.
