@@ -4,6 +4,7 @@ const fsp = require('node:fs/promises')
 const fs = require('node:fs')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
+const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
@@ -78,9 +79,6 @@ function isProcessMatrixEntry(v) {
 }
 
 // ---- paths -----------------------------------------------------------------------------------
-const processMatrixDir = (agentDir) => path.join(agentDir, 'state', 'process-matrix')
-const entryPath = (agentDir, entryId) => path.join(processMatrixDir(agentDir), `${String(entryId)}.json`)
-const buildEntryId = (role, sessionId) => `${String(role)}-${String(sessionId)}`
 const serialize = (entry) => JSON.stringify(entry, null, '\t') + '\n'
 
 function parseValid(text) {

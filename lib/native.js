@@ -5,7 +5,21 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
-const { recoveryLimits } = require('../js/options.js')
+const { recoveryLimits } = require('./contract/options.js')
+const session = require('./contract/session.js')
+const paths = require('./contract/paths.js')
+const { createLiveness } = require('./contract/liveness.js')
+const { fromNative } = require('./contract/errors.js')
+const { processMatrixDir, entryPath, buildEntryId } = paths
+
+// Liveness: the contract layer's functions over the addon's syscall-sized primitives.
+const liveness = createLiveness({
+  kill0: binding.kill0,
+  startTime: binding.legacyStartTime,
+  state: binding.probeState,
+  identity: binding.processIdentity,
+  sameProcess: binding.sameProcess,
+})
 
 // L8: lock directories still held when this environment exits (e.g. a withFileLock callback
 // cut short by process.exit) are removed, as proper-lockfile's exit handler does.
@@ -51,14 +65,8 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
 
 const durable = () => process.env.PI_NATIVE_FSYNC === '1'
 
-/** A Node-shaped Error from a native error description. */
-function toError(info) {
-  const err = new Error(info.message)
-  for (const key of ['errno', 'code', 'syscall', 'path', 'dest', 'file']) {
-    if (info[key] !== null && info[key] !== undefined) err[key] = info[key]
-  }
-  return err
-}
+/** A Node-shaped Error from a native error description (built by the contract layer). */
+const toError = fromNative
 
 const finiteDate = (s) => Number.isFinite(Date.parse(s))
 
@@ -88,7 +96,7 @@ function settle(r, serialized) {
 
 function readEntry(agentDir, entryId) {
   return rejecting(() =>
-    binding.storeRead(binding.entryPath(agentDir, entryId)).then((r) => {
+    binding.storeRead(entryPath(agentDir, entryId)).then((r) => {
       if (r.text === null || r.text === undefined) return undefined
       return r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
     }),
@@ -107,7 +115,7 @@ function listEntries(agentDir) {
 
 function writeEntry(agentDir, entry) {
   return rejecting(() => {
-    const file = binding.entryPath(agentDir, entry.entryId)
+    const file = entryPath(agentDir, entry.entryId)
     const serialized = serialize(entry)
     return binding.storeWrite(file, serialized.payload, durable()).then((r) => {
       settle({ ...r, noPayload: serialized.payload === null }, serialized)
@@ -129,7 +137,7 @@ function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
     if (next.entryId !== entryId) {
       throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
     }
-    const file = binding.entryPath(agentDir, entryId)
+    const file = entryPath(agentDir, entryId)
     const serialized = serialize(next)
     return binding.storeCas(file, expected, serialized.payload, false, durable()).then((r) => casOutcome(r, serialized))
   })
@@ -139,7 +147,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   if (next.entryId !== expected.entryId) {
     throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
   }
-  const file = binding.entryPath(agentDir, expected.entryId)
+  const file = entryPath(agentDir, expected.entryId)
   const serialized = serialize(next)
   const r = binding.storeCasSync(file, expected, serialized.payload, durable())
   if (r === 2) throw serialized.error
@@ -148,7 +156,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
 
 function removeEntry(agentDir, entryId) {
   return rejecting(() =>
-    binding.storeRemove(binding.entryPath(agentDir, entryId)).then((r) => {
+    binding.storeRemove(entryPath(agentDir, entryId)).then((r) => {
       if (r.error) throw toError(r.error)
     }),
   )
@@ -156,32 +164,39 @@ function removeEntry(agentDir, entryId) {
 
 function removeEntryIfUnchanged(agentDir, expected) {
   return rejecting(() => {
-    const file = binding.entryPath(agentDir, expected.entryId)
+    const file = entryPath(agentDir, expected.entryId)
     return binding.storeCas(file, expected, null, true, durable()).then((r) => casOutcome(r, {}))
   })
 }
 
 function sweepOrphanTempFiles(agentDir, minAgeMs) {
   return rejecting(() => {
-    binding.processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
+    processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
     return binding.sweepOrphanTempFiles(agentDir, minAgeMs)
   })
 }
 
 function writeFileAtomic(filePath, content, options) {
-  return rejecting(() =>
-    binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()).then((r) => {
+  return rejecting(() => {
+    paths.assertAtomicTarget(filePath)
+    return binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()).then((r) => {
       if (r.error) throw toError(r.error)
-    }),
-  )
+    })
+  })
 }
 
 function writeFileAtomicSync(filePath, content, options) {
-  binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
+  paths.assertAtomicTarget(filePath)
+  try {
+    binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
+  } catch (err) {
+    throw fromNative(err)
+  }
 }
 
 async function withFileLock(filePath, fn, options) {
   await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  paths.assertLockTarget(filePath, options?.realpath)
   const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
   if (r.error) throw toError(r.error)
   try {
@@ -193,7 +208,13 @@ async function withFileLock(filePath, fn, options) {
 
 function withFileLockSync(filePath, fn, options) {
   fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  const handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  paths.assertLockTarget(filePath, options?.realpath)
+  let handle
+  try {
+    handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  } catch (err) {
+    throw fromNative(err)
+  }
   try {
     return fn()
   } finally {
@@ -202,8 +223,15 @@ function withFileLockSync(filePath, fn, options) {
 }
 
 module.exports = {
-  ...binding,
+  ...liveness,
+  deriveSessionPaths: session.deriveSessionPaths,
+  appendWorkerSessionArgs: session.appendWorkerSessionArgs,
+  resolveSessionRecoveryEnabled: session.resolveSessionRecoveryEnabled,
+  shouldAttemptSessionRecovery: session.shouldAttemptSessionRecovery,
   recoverLastAssistantFromSession,
+  processMatrixDir,
+  entryPath,
+  buildEntryId,
   readEntry,
   listEntries,
   writeEntry,

@@ -1,5 +1,5 @@
 'use strict'
-// Option handling shared by both backends (pure functions, no I/O).
+// Option defaults and checks of the new APIs, shared by both backends (pure functions, no I/O).
 
 const RECOVERY_DEFAULTS = Object.freeze({ maxFileBytes: 67108864, deadlineMs: 5000, maxFiles: 3 })
 
