@@ -269,8 +269,9 @@ const refReadSync = (file) => {
   }
 }
 const serialize = (e) => JSON.stringify(e, null, '\t') + '\n'
-async function refAtomic(file, text, mode = 0o666) {
+async function refAtomic(file, text, options = {}) {
   await fsp.mkdir(path.dirname(file), { recursive: true })
+  const mode = options.mode ?? 0o666 // read when the temp file is created (B19)
   const tmp = `${file}.${process.pid}.${require('node:crypto').randomUUID()}.tmp`
   try {
     const fh = await fsp.open(tmp, 'wx', mode)
@@ -285,8 +286,9 @@ async function refAtomic(file, text, mode = 0o666) {
     throw err
   }
 }
-function refAtomicSync(file, text, mode = 0o666) {
+function refAtomicSync(file, text, options = {}) {
   fs.mkdirSync(path.dirname(file), { recursive: true })
+  const mode = options.mode ?? 0o666
   const tmp = `${file}.${process.pid}.${require('node:crypto').randomUUID()}.tmp`
   try {
     const fd = fs.openSync(tmp, 'wx', mode)
@@ -394,8 +396,8 @@ ref.withFileLockSync = (file, fn, options = {}) => {
     } catch {}
   }
 }
-ref.writeFileAtomic = async (file, content, options = {}) => refAtomic(file, content, options.mode ?? 0o666)
-ref.writeFileAtomicSync = (file, content, options = {}) => refAtomicSync(file, content, options.mode ?? 0o666)
+ref.writeFileAtomic = async (file, content, options) => refAtomic(file, content, options)
+ref.writeFileAtomicSync = (file, content, options) => refAtomicSync(file, content, options)
 
 // ---- the cases ----------------------------------------------------------------------------------
 
@@ -484,7 +486,15 @@ async function runOne(impl, v, root) {
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(path.join(dir, 'worker-s1.json'), serialize(entry()))
   }
-  let out = await outcome(call, root, v.c.async)
+  const cwd = process.cwd()
+  fs.mkdirSync(root, { recursive: true })
+  process.chdir(root) // relative paths land in the sandbox (and are compared there)
+  let out
+  try {
+    out = await outcome(call, root, v.c.async)
+  } finally {
+    process.chdir(cwd)
+  }
   if (v.c.identityOnly && out.returned && !out.returned.startsWith('undefined')) out = { returned: 'some identity' }
   return {
     out,
@@ -509,7 +519,7 @@ test('hostile input: every export × every position × every value kind, both ba
         const got = await runOne(impl, v, implRoot)
         calls++
         // Paths in messages and results differ only by the sandbox root.
-        const norm = (x) => JSON.stringify(x).split(implRoot).join('<root>').split(refRoot).join('<root>')
+        const norm = (x) => String(JSON.stringify(x)).split(implRoot).join('<root>').split(refRoot).join('<root>')
         if (norm(got) !== norm(expected)) {
           const where = v.pos.prop === undefined ? `arg ${v.pos.i}` : `arg ${v.pos.i}.${v.pos.prop}`
           const short = (x) => norm({ ...x, disk: undefined }) + (norm(x.disk) === norm(expected.disk) ? '' : ` disk ${norm(x.disk)}`)

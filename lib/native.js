@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
-const { recoveryLimits } = require('./contract/options.js')
+const { recoveryLimits, lockOptions, atomicMode } = require('./contract/options.js')
 const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
@@ -116,6 +116,7 @@ function listEntries(agentDir) {
 function writeEntry(agentDir, entry) {
   return rejecting(() => {
     const file = entryPath(agentDir, entry.entryId)
+    paths.assertStoreTarget(file)
     const serialized = serialize(entry)
     return binding.storeWrite(file, serialized.payload, durable()).then((r) => {
       settle({ ...r, noPayload: serialized.payload === null }, serialized)
@@ -138,6 +139,7 @@ function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
       throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
     }
     const file = entryPath(agentDir, entryId)
+    paths.assertStoreTarget(file)
     const serialized = serialize(next)
     return binding.storeCas(file, expected, serialized.payload, false, durable()).then((r) => casOutcome(r, serialized))
   })
@@ -148,6 +150,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
     throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
   }
   const file = entryPath(agentDir, expected.entryId)
+  paths.assertStoreTarget(file)
   const serialized = serialize(next)
   const r = binding.storeCasSync(file, expected, serialized.payload, durable())
   if (r === 2) throw serialized.error
@@ -155,16 +158,19 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
 }
 
 function removeEntry(agentDir, entryId) {
-  return rejecting(() =>
-    binding.storeRemove(entryPath(agentDir, entryId)).then((r) => {
+  return rejecting(() => {
+    const file = entryPath(agentDir, entryId)
+    paths.assertStoreTarget(file)
+    return binding.storeRemove(file).then((r) => {
       if (r.error) throw toError(r.error)
-    }),
-  )
+    })
+  })
 }
 
 function removeEntryIfUnchanged(agentDir, expected) {
   return rejecting(() => {
     const file = entryPath(agentDir, expected.entryId)
+    paths.assertStoreTarget(file)
     return binding.storeCas(file, expected, null, true, durable()).then((r) => casOutcome(r, {}))
   })
 }
@@ -179,7 +185,9 @@ function sweepOrphanTempFiles(agentDir, minAgeMs) {
 function writeFileAtomic(filePath, content, options) {
   return rejecting(() => {
     paths.assertAtomicTarget(filePath)
-    return binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()).then((r) => {
+    const bytes = paths.atomicContent(filePath, content, false)
+    const mode = atomicMode(filePath, options)
+    return binding.atomicWrite(filePath, bytes, mode, durable()).then((r) => {
       if (r.error) throw toError(r.error)
     })
   })
@@ -187,8 +195,10 @@ function writeFileAtomic(filePath, content, options) {
 
 function writeFileAtomicSync(filePath, content, options) {
   paths.assertAtomicTarget(filePath)
+  const bytes = paths.atomicContent(filePath, content, true)
+  const mode = atomicMode(filePath, options)
   try {
-    binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
+    binding.atomicWriteSync(filePath, bytes, mode, durable())
   } catch (err) {
     throw fromNative(err)
   }
@@ -196,8 +206,9 @@ function writeFileAtomicSync(filePath, content, options) {
 
 async function withFileLock(filePath, fn, options) {
   await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  paths.assertLockTarget(filePath, options?.realpath)
-  const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
+  const o = lockOptions(options, false)
+  paths.assertLockTarget(filePath, o.realpath)
+  const r = await binding.lockAcquire(filePath, o.retries, o.stale, o.realpath)
   if (r.error) throw toError(r.error)
   try {
     return await fn()
@@ -208,10 +219,11 @@ async function withFileLock(filePath, fn, options) {
 
 function withFileLockSync(filePath, fn, options) {
   fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  paths.assertLockTarget(filePath, options?.realpath)
+  const o = lockOptions(options, true)
+  paths.assertLockTarget(filePath, o.realpath)
   let handle
   try {
-    handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+    handle = binding.lockAcquireSync(filePath, o.retries, o.stale, o.realpath)
   } catch (err) {
     throw fromNative(err)
   }

@@ -1,5 +1,8 @@
 'use strict'
-// Option defaults and checks of the new APIs, shared by both backends (pure functions, no I/O).
+// Option defaults and checks, shared by both backends: the new APIs' options, and the original
+// options of the atomic-file helpers read in the original's order.
+const fs = require('node:fs')
+const path = require('node:path')
 
 const RECOVERY_DEFAULTS = Object.freeze({ maxFileBytes: 67108864, deadlineMs: 5000, maxFiles: 3 })
 
@@ -23,4 +26,47 @@ function recoveryLimits(options) {
   return out
 }
 
-module.exports = { RECOVERY_DEFAULTS, recoveryLimits }
+/**
+ * How many retries `for (let i = 0; i < retries; i++)` (the retry package's schedule loop) gives:
+ * the comparison converts like the loop does (a symbol throws its TypeError there).
+ */
+function loopCount(retries) {
+  if (!(0 < retries)) return 0
+  return Math.ceil(Number(retries))
+}
+
+/**
+ * The lock options of withFileLock(Sync), read in the original's order after its `mkdir`:
+ * async passes `{ realpath, stale, retries }` to proper-lockfile; sync first computes its
+ * attempt count `max(1, retries ?? 10) + 1` (B18). proper-lockfile floors `stale` with
+ * `Math.max(stale || 0, 2000)` and tests `realpath` for truthiness. `options` itself defaults
+ * to `{}` only when undefined (a null throws the engine's TypeError, as the original's does).
+ * @returns {{ retries: number, stale: number, realpath: boolean }}
+ */
+function lockOptions(options = {}, sync) {
+  if (sync) {
+    const retries = Math.max(1, options.retries ?? 10)
+    const realpath = Boolean(options.realpath ?? false)
+    const stale = Math.max(options.stale || 0, 2000)
+    return { retries, stale, realpath }
+  }
+  const realpath = Boolean(options.realpath ?? false)
+  const stale = Math.max(options.stale || 0, 2000)
+  const retries = loopCount(options.retries ?? 10)
+  return { retries, stale, realpath }
+}
+
+/**
+ * writeFileAtomic(Sync)'s file mode: `options.mode ?? 0o666`, read where the original reads it —
+ * after it created the parent directory — so a throwing `options` leaves that directory too.
+ */
+function atomicMode(filePath, options = {}) {
+  try {
+    return options.mode ?? 0o666
+  } catch (err) {
+    fs.mkdirSync(path.dirname(filePath), { recursive: true })
+    throw err
+  }
+}
+
+module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode }

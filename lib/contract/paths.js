@@ -58,4 +58,46 @@ function assertAtomicTarget(filePath) {
   assertNoNul(`${filePath}.${process.pid}.${randomUUID()}.tmp`)
 }
 
-module.exports = { processMatrixDir, entryPath, buildEntryId, assertNoNul, assertLockTarget, assertAtomicTarget }
+/**
+ * The NUL check of a mutating store operation on `file` (an entry path): the original's first fs
+ * call to see a NUL byte is `mkdir -p` of the entry's directory (NUL in agentDir), else — after
+ * that directory was created — proper-lockfile's `mkdir` of `<resolved file>.lock`.
+ */
+function assertStoreTarget(file) {
+  if (!file.includes('\0')) return
+  const dir = path.dirname(file)
+  assertNoNul(dir)
+  fs.mkdirSync(dir, { recursive: true })
+  assertLockTarget(file, false)
+}
+
+/**
+ * writeFileAtomic(Sync)'s `content` as the bytes to write. A string or an ArrayBufferView passes
+ * as is. The async original writes with `FileHandle#writeFile`, which also takes a (sync)
+ * iterable of chunks: those are converted as Node converts them. Anything else fails where the
+ * original's write does — after the parent directory and the temp file were created (the temp
+ * file is then removed) — with Node's own `data` argument error.
+ */
+function atomicContent(filePath, content, sync) {
+  if (typeof content === 'string' || ArrayBuffer.isView(content)) return content
+  if (!sync && content !== null && typeof content === 'object' && typeof content[Symbol.iterator] === 'function') {
+    const chunks = []
+    for (const chunk of content) chunks.push(ArrayBuffer.isView(chunk) ? chunk : Buffer.from(chunk, 'utf8'))
+    return Buffer.concat(chunks)
+  }
+  fs.mkdirSync(path.dirname(filePath), { recursive: true })
+  // fs validates `data` before it opens the path; the NUL path guarantees nothing is opened.
+  fs.writeFileSync('\0', content)
+  throw new Error('unreachable') // writeFileSync threw above
+}
+
+module.exports = {
+  processMatrixDir,
+  entryPath,
+  buildEntryId,
+  assertNoNul,
+  assertLockTarget,
+  assertStoreTarget,
+  assertAtomicTarget,
+  atomicContent,
+}
