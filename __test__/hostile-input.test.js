@@ -399,6 +399,57 @@ ref.withFileLockSync = (file, fn, options = {}) => {
 ref.writeFileAtomic = async (file, content, options) => refAtomic(file, content, options)
 ref.writeFileAtomicSync = (file, content, options) => refAtomicSync(file, content, options)
 
+// A13–A26 for a directory holding one complete session; options per the new API's checks.
+const RECOVERY_KEYS = ['maxFileBytes', 'deadlineMs', 'maxFiles']
+ref.recoverLastAssistantFromSession = async (dir, sessionId, options) => {
+  if (options !== undefined && options !== null) {
+    if (typeof options !== 'object') throw new TypeError('The "options" argument must be an object')
+    for (const key of RECOVERY_KEYS) {
+      const v = options[key]
+      if (v === undefined) continue
+      const integer = key === 'maxFiles'
+      if (typeof v !== 'number' || Number.isNaN(v) || v < 0 || (integer && !Number.isInteger(v))) {
+        throw new TypeError(`The "options.${key}" property must be a non-negative number${integer ? ' (integer)' : ''}`)
+      }
+    }
+  }
+  let names
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.endsWith('.jsonl'))
+  } catch {
+    return null
+  }
+  if (names.length !== 1) return null
+  const limits = { maxFileBytes: 67108864, deadlineMs: 5000, maxFiles: 3, ...(options ?? {}) }
+  const cap = limits.maxFileBytes ?? 67108864
+  const files = limits.maxFiles ?? 3
+  if (files < 1 || Buffer.byteLength(SESSION_TEXT) > cap || !((limits.deadlineMs ?? 5000) > 0)) return null
+  return {
+    sessionId: sessionId ?? names[0].replace(/\.jsonl$/, ''),
+    sessionFile: path.join(dir, names[0]),
+    text: 'answer',
+    timestamp: '2026-01-01T00:00:01.000Z',
+    stopReason: 'stop',
+  }
+}
+const SESSION_TEXT =
+  '{"type":"session","version":3,"id":"sid","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n' +
+  '{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"assistant","content":[{"type":"text","text":"answer"}],"stopReason":"stop"}}\n'
+
+// pi-native's maintenance call (README): the path TypeError, then only dead writers' old temps.
+ref.sweepOrphanTempFiles = async (agentDir, minAgeMs) => {
+  const dir = ref.processMatrixDir(agentDir)
+  if (minAgeMs !== undefined && (typeof minAgeMs !== 'number' || !(minAgeMs >= 0))) {
+    throw new TypeError('The "minAgeMs" argument must be a non-negative number')
+  }
+  try {
+    fs.readdirSync(dir)
+  } catch {
+    return []
+  }
+  return [] // the sandbox holds no temp files
+}
+
 // ---- the cases ----------------------------------------------------------------------------------
 
 let ownStartMs
@@ -445,6 +496,8 @@ const CASES = [
   { fn: 'withFileLockSync', args: (r) => [path.join(r, 'sub', 'f'), () => 'done', {}], disk: true },
   { fn: 'writeFileAtomic', args: (r) => [path.join(r, 'sub', 'f'), 'text', { mode: 0o644 }], disk: true, async: true },
   { fn: 'writeFileAtomicSync', args: (r) => [path.join(r, 'sub', 'f'), 'text', { mode: 0o644 }], disk: true },
+  { fn: 'recoverLastAssistantFromSession', args: (r) => [path.join(r, 'sessions'), 'sid', { maxFiles: 2 }], disk: true, async: true, props: ['maxFiles', 'deadlineMs', 'maxFileBytes'] },
+  { fn: 'sweepOrphanTempFiles', args: (r) => [r, 1000], disk: true, async: true },
 ]
 
 /** All (case, position, kind) triples; a position is an argument index or `index.prop`. */
@@ -453,7 +506,7 @@ function* variants() {
     const n = c.args('R').length
     const positions = []
     for (let i = 0; i < n; i++) positions.push({ i })
-    const objIndex = c.fn === 'writeEntry' ? 1 : 0
+    const objIndex = c.fn === 'writeEntry' ? 1 : c.fn === 'recoverLastAssistantFromSession' ? 2 : 0
     for (const prop of c.props ?? []) positions.push({ i: objIndex, prop })
     for (const pos of positions) for (const [kind, make] of KINDS) yield { c, pos, kind, make }
   }
@@ -465,6 +518,8 @@ function skip({ c, pos, kind }) {
   // A proper-lockfile `lockSync` of a path whose parent was just created can race nothing; but
   // callbacks other than functions are called by the original and throw "fn is not a function".
   if (c.fn === 'getProcessIdentity' && kind === 'number 42') return true // an unrelated pid's identity is not stable
+  // A deadline of a few ms races the scan: either answer is right.
+  if (c.fn === 'recoverLastAssistantFromSession' && pos.prop === 'deadlineMs' && (kind === 'number 1.5' || kind === 'number 42')) return true
   return false
 }
 
@@ -485,6 +540,8 @@ async function runOne(impl, v, root) {
     const dir = path.join(root, 'state', 'process-matrix')
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(path.join(dir, 'worker-s1.json'), serialize(entry()))
+    fs.mkdirSync(path.join(root, 'sessions'))
+    fs.writeFileSync(path.join(root, 'sessions', '2026-01-01T00-00-00-000Z_sid.jsonl'), SESSION_TEXT)
   }
   const cwd = process.cwd()
   fs.mkdirSync(root, { recursive: true })

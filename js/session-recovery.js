@@ -116,10 +116,14 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   const started = performance.now()
   return new Promise((resolve) => {
     const state = { abandoned: false }
-    const timer = setTimeout(() => {
-      state.abandoned = true
-      resolve(null)
-    }, limits.deadlineMs)
+    // setTimeout turns delays above 2^31 - 1 ms into 1 ms: cap them (≈ 24.8 days).
+    const timer = setTimeout(
+      () => {
+        state.abandoned = true
+        resolve(null)
+      },
+      Math.min(limits.deadlineMs, 2 ** 31 - 1),
+    )
     timer.unref()
     scan(sessionDir, sessionId, limits, state).then(
       (r) => {

@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
-const { recoveryLimits, lockOptions, atomicMode } = require('./contract/options.js')
+const { recoveryLimits, lockOptions, atomicMode, sweepMinAge } = require('./contract/options.js')
 const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
@@ -178,7 +178,7 @@ function removeEntryIfUnchanged(agentDir, expected) {
 function sweepOrphanTempFiles(agentDir, minAgeMs) {
   return rejecting(() => {
     processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
-    return binding.sweepOrphanTempFiles(agentDir, minAgeMs)
+    return binding.sweepOrphanTempFiles(agentDir, sweepMinAge(minAgeMs))
   })
 }
 

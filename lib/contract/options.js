@@ -69,4 +69,13 @@ function atomicMode(filePath, options = {}) {
   }
 }
 
-module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode }
+/** sweepOrphanTempFiles' `minAgeMs`: undefined → 5 minutes, else a non-negative number. */
+function sweepMinAge(minAgeMs) {
+  if (minAgeMs === undefined) return 300000
+  if (typeof minAgeMs !== 'number' || !(minAgeMs >= 0)) {
+    throw new TypeError('The "minAgeMs" argument must be a non-negative number')
+  }
+  return minAgeMs
+}
+
+module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode, sweepMinAge }
