@@ -1,71 +1,12 @@
 'use strict'
-// Pure-JavaScript session recovery backend, written from SPEC.md §2.A (A1–A26).
+// Pure-JavaScript session recovery backend, written from SPEC.md §2.A (A13–A26; the identity
+// helpers A1–A12 are the shared contract layer's).
 // It parses every candidate file completely (the original's cost profile), which makes it the
 // benchmark baseline; unlike the original it never blocks the event loop on file I/O.
 const fsp = require('node:fs/promises')
 const path = require('node:path')
-const { recoveryLimits } = require('./options.js')
-
-const isSafePathId = (v) => typeof v === 'string' && /^[A-Za-z0-9_-]+$/.test(v)
-
-function sanitize(raw, name) {
-  if (typeof raw !== 'string') throw new TypeError(`The "${name}" property must be a string`)
-  const tail = raw.includes(':') ? raw.slice(raw.lastIndexOf(':') + 1) : raw
-  return isSafePathId(tail) ? tail : null
-}
-
-function deriveSessionPaths(input) {
-  const safeAgent = input.agentId ? sanitize(input.agentId, 'agentId') : null
-  const safeSession = input.sessionId ? sanitize(input.sessionId, 'sessionId') : null
-  const sessionId = safeSession ?? safeAgent
-  const dirLeaf = safeAgent ?? safeSession
-  if (!sessionId) return null
-  if (input.sessionDir) return { sessionId, sessionDir: input.sessionDir }
-  if (!input.artifactsRoot) return null
-  if (typeof input.artifactsRoot !== 'string') throw new TypeError('The "artifactsRoot" property must be a string')
-  return { sessionId, sessionDir: path.join(input.artifactsRoot, 'sessions', dirLeaf) }
-}
-
-function armArgs(args, ctx) {
-  const missing = []
-  if (!args.includes('--session-id')) missing.push('--session-id', ctx.sessionId)
-  if (!args.includes('--session-dir')) missing.push('--session-dir', ctx.sessionDir)
-  if (missing.length === 0) return false
-  const i = args.indexOf('--mode')
-  if (i >= 0 && args[i + 1] === 'json' && args[i + 2] === '-p') args.splice(i + 3, 0, ...missing)
-  else args.push(...missing)
-  return true
-}
-
-function appendWorkerSessionArgs(spawnArgs, builtArgs, ctx) {
-  if (!Array.isArray(spawnArgs)) throw new TypeError('The "spawnArgs" argument must be an array')
-  if (!Array.isArray(builtArgs)) throw new TypeError('The "builtArgs" argument must be an array')
-  const built = armArgs(builtArgs, ctx)
-  const spawned = armArgs(spawnArgs, ctx)
-  return built || spawned
-}
-
-function envBool(name) {
-  const raw = process.env[name]
-  if (raw === undefined) return undefined
-  const v = String(raw).trim().toLowerCase()
-  if (v === '1' || v === 'true' || v === 'yes') return true
-  if (v === '0' || v === 'false' || v === 'no') return false
-  return undefined
-}
-
-function resolveSessionRecoveryEnabled(explicit) {
-  const env = envBool('PI_CREW_SESSION_RECOVERY')
-  if (env !== undefined) return env
-  return explicit ?? true
-}
-
-function shouldAttemptSessionRecovery(result, killed) {
-  const s = result.exitStatus
-  const code = s && s.exitCode !== undefined ? s.exitCode : result.exitCode
-  const wasKilled = s && s.killed !== undefined ? s.killed : killed
-  return code === null || wasKilled === true
-}
+const { recoveryLimits } = require('../lib/contract/options.js')
+const session = require('../lib/contract/session.js')
 
 // ---- recovery --------------------------------------------------------------------------------
 
@@ -175,10 +116,14 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   const started = performance.now()
   return new Promise((resolve) => {
     const state = { abandoned: false }
-    const timer = setTimeout(() => {
-      state.abandoned = true
-      resolve(null)
-    }, limits.deadlineMs)
+    // setTimeout turns delays above 2^31 - 1 ms into 1 ms: cap them (≈ 24.8 days).
+    const timer = setTimeout(
+      () => {
+        state.abandoned = true
+        resolve(null)
+      },
+      Math.min(limits.deadlineMs, 2 ** 31 - 1),
+    )
     timer.unref()
     scan(sessionDir, sessionId, limits, state).then(
       (r) => {
@@ -196,9 +141,9 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
 }
 
 module.exports = {
-  deriveSessionPaths,
-  appendWorkerSessionArgs,
-  resolveSessionRecoveryEnabled,
-  shouldAttemptSessionRecovery,
+  deriveSessionPaths: session.deriveSessionPaths,
+  appendWorkerSessionArgs: session.appendWorkerSessionArgs,
+  resolveSessionRecoveryEnabled: session.resolveSessionRecoveryEnabled,
+  shouldAttemptSessionRecovery: session.shouldAttemptSessionRecovery,
   recoverLastAssistantFromSession,
 }
