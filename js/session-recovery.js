@@ -7,6 +7,7 @@ const fsp = require('node:fs/promises')
 const path = require('node:path')
 const { recoveryLimits } = require('../lib/contract/options.js')
 const session = require('../lib/contract/session.js')
+const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('./session-parse.js')
 
 // ---- recovery --------------------------------------------------------------------------------
 
@@ -28,63 +29,11 @@ async function candidates(dir, sessionId, maxFiles) {
   return [...matched, ...rest].slice(0, maxFiles).map((c) => c.name)
 }
 
-function parseEntries(content) {
-  const out = []
-  for (const line of content.trim().split('\n')) {
-    if (!line.trim()) continue
-    try {
-      out.push(JSON.parse(line))
-    } catch {
-      // malformed lines are skipped
-    }
-  }
-  return out
-}
-
-/** A21: true when the SDK's migration would throw on these entries. */
-function migrationThrows(entries) {
-  let header
-  for (const e of entries) {
-    if (e === null) return true // reading `.type` of null while looking for the header
-    if (e.type === 'session') {
-      header = e
-      break
-    }
-  }
-  const v = header === undefined || header.version == null ? 1 : header.version
-  if (v >= 3) return false
-  if (v < 2) return entries.some((e) => e === null || typeof e !== 'object')
-  if (v < 3) return entries.some((e) => e === null)
-  return false
-}
-
-function extractText(content) {
-  if (typeof content === 'string') return content
-  if (!Array.isArray(content)) return ''
-  return content
-    .filter((p) => p !== null && typeof p === 'object' && p.type === 'text' && typeof p.text === 'string' && p.text)
-    .map((p) => p.text)
-    .join('\n')
-}
-
 async function recoverFile(file, maxFileBytes) {
   const st = await fsp.stat(file)
   if (st.size <= 0 || st.size > maxFileBytes) return null
-  let text = await fsp.readFile(file, 'utf8')
-  if (text.length > 0 && !text.endsWith('\n')) text = text.slice(0, text.lastIndexOf('\n') + 1)
-  const entries = parseEntries(text)
-  if (migrationThrows(entries)) return null
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i]
-    if (e === null || typeof e !== 'object' || e.type !== 'message') continue
-    const m = e.message
-    if (m === null || typeof m !== 'object' || m.role !== 'assistant') continue
-    if (typeof m.stopReason !== 'string' || m.stopReason === 'pending') continue
-    const t = extractText(m.content)
-    if (!t) continue
-    return { text: t, timestamp: typeof e.timestamp === 'string' ? e.timestamp : '', stopReason: m.stopReason }
-  }
-  return null
+  const entries = parseEntries(completeLines(await fsp.readFile(file, 'utf8')))
+  return migrationThrows(entries) ? null : lastAnswer(entries)
 }
 
 async function scan(sessionDir, sessionId, limits, state) {
