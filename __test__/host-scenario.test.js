@@ -130,7 +130,7 @@ function runScenario(masterBackend, workerBackend) {
     let err = ''
     p.stdout.on('data', (d) => (out += d))
     p.stderr.on('data', (d) => (err += d))
-    p.on('exit', (code) => resolve({ code, out, err, agentDir, artifacts }))
+    p.on('close', (code) => resolve({ code, out, err, agentDir, artifacts }))
   })
 }
 

@@ -26,7 +26,8 @@ function node(script, env = {}) {
   let err = ''
   child.stdout.on('data', (d) => (out += d))
   child.stderr.on('data', (d) => (err += d))
-  const done = new Promise((resolve) => child.once('exit', (code) => resolve({ code, out, err })))
+  // 'close', not 'exit': stdout may still hold data when the process has exited.
+  const done = new Promise((resolve) => child.once('close', (code) => resolve({ code, out, err })))
   return { child, done }
 }
 

@@ -23,7 +23,7 @@ function child(code, { backend = 'native', args = [], onSpawn, env = {} } = {}) 
     p.stdout.on('data', (d) => (stdout += d))
     p.stderr.on('data', (d) => (stderr += d))
     if (onSpawn) onSpawn(p)
-    p.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr }))
+    p.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
   })
 }
 

@@ -49,7 +49,7 @@ async function contended(agentDir, backends, perProcess, mode = 'async') {
           })
           let out = ''
           p.stdout.on('data', (d) => (out += d))
-          p.on('exit', (c) => (c === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bench child exited ${c}`))))
+          p.on('close', (c) => (c === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bench child exited ${c}`))))
         }),
     ),
   )
