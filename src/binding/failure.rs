@@ -69,7 +69,7 @@ struct EnvData {
 
 /// Register the function that turns a [`Failure`] into the Error thrown or rejected with
 /// (called once by `lib/native.js` in every environment that loads the addon).
-#[napi(ts_args_type = "factory: (failure: Failure) => Error")]
+#[napi(catch_unwind, ts_args_type = "factory: (failure: Failure) => Error")]
 pub fn set_error_factory(env: &Env, factory: Function<Failure, Unknown<'static>>) -> Result<()> {
     let data = EnvData {
         error_factory: factory.create_ref()?,

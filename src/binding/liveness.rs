@@ -8,7 +8,7 @@ use napi_derive::napi;
 use crate::liveness::{self as core, KillArg, ProbeError};
 
 /// `kill(pid, 0)`: 0 on success, else the negative errno Node reports for `process.kill`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn kill0(pid: i32) -> i32 {
     match core::kill_probe(&KillArg::Pid(pid)) {
         Ok(()) => 0,
@@ -21,7 +21,7 @@ pub fn kill0(pid: i32) -> i32 {
 }
 
 /// Legacy start time of an int32 pid (C4, probe gate included), or `undefined`.
-#[napi(ts_return_type = "number | undefined")]
+#[napi(catch_unwind, ts_return_type = "number | undefined")]
 pub fn legacy_start_time(pid: i32) -> Either<f64, Undefined> {
     match core::legacy_start_time(&KillArg::Pid(pid), || Some(pid.to_string())) {
         Some(t) => Either::A(t),
@@ -30,7 +30,7 @@ pub fn legacy_start_time(pid: i32) -> Either<f64, Undefined> {
 }
 
 /// State of a positive int32 pid: `alive`, `dead`, `zombie` or `eperm`.
-#[napi(ts_return_type = "'alive' | 'dead' | 'zombie' | 'eperm'")]
+#[napi(catch_unwind, ts_return_type = "'alive' | 'dead' | 'zombie' | 'eperm'")]
 pub fn probe_state(pid: i32) -> &'static str {
     core::probe_pid(pid).as_str()
 }
@@ -46,7 +46,7 @@ pub struct ProcessIdentity {
 }
 
 /// Identity of a positive int32 pid, or `undefined` when no such process exists.
-#[napi(ts_return_type = "ProcessIdentity | undefined")]
+#[napi(catch_unwind, ts_return_type = "ProcessIdentity | undefined")]
 pub fn process_identity(pid: i32) -> Either<ProcessIdentity, Undefined> {
     match core::process_identity(pid) {
         Some(id) => Either::A(ProcessIdentity {
@@ -59,7 +59,7 @@ pub fn process_identity(pid: i32) -> Either<ProcessIdentity, Undefined> {
 }
 
 /// Whether a positive int32 pid still names the process that started at `startTimeMs`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn same_process(pid: i32, start_time_ms: f64) -> bool {
     core::is_same_process(pid, start_time_ms)
 }

@@ -137,7 +137,7 @@ pub struct EntryText {
 }
 
 /// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
-#[napi(ts_return_type = "Promise<EntryText | null>")]
+#[napi(catch_unwind, ts_return_type = "Promise<EntryText | null>")]
 pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
     run(
         env,
@@ -152,7 +152,7 @@ pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Optio
 }
 
 /// listEntries core: resolves `{ listJson, listPending }`.
-#[napi(ts_return_type = "Promise<OpResult>")]
+#[napi(catch_unwind, ts_return_type = "Promise<OpResult>")]
 pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, OpResult>> {
     spawn(env, move || {
         let entries = core::list_entries(&agent_dir);
@@ -177,7 +177,7 @@ pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, 
 }
 
 /// writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release.
-#[napi(ts_return_type = "Promise<void>")]
+#[napi(catch_unwind, ts_return_type = "Promise<void>")]
 pub fn store_write<'e>(
     env: &'e Env,
     file: String,
@@ -193,7 +193,7 @@ pub fn store_write<'e>(
 }
 
 /// removeEntry core.
-#[napi(ts_return_type = "Promise<void>")]
+#[napi(catch_unwind, ts_return_type = "Promise<void>")]
 pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>> {
     let opts = store_opts(env, false)?;
     run(env, move || core::remove_entry(&file, opts), |_, ()| Ok(()))
@@ -211,14 +211,14 @@ pub struct SuspendedCas {
 #[napi]
 impl SuspendedCas {
     /// The timestamps to judge with `Date.parse`.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn timestamps(&self) -> Vec<Utf16String> {
         utf16_list(self.timestamps.clone())
     }
 
     /// Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
     /// (and therefore wrote or removed). A second call resolves false.
-    #[napi(ts_return_type = "Promise<boolean>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
     pub fn finish<'e>(&mut self, env: &'e Env, valid: bool) -> Result<PromiseRaw<'e, bool>> {
         let p = self.pending.take();
         run(
@@ -276,6 +276,7 @@ impl Expected {
 /// only equal it if its timestamps are those). Resolves whether it matched, or a
 /// [`SuspendedCas`].
 #[napi(
+    catch_unwind,
     ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
     ts_return_type = "Promise<boolean | SuspendedCas>"
 )]
@@ -323,6 +324,7 @@ pub fn store_cas<'e>(
 /// Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
 /// `process.on("exit")`. Returns whether it matched.
 #[napi(
+    catch_unwind,
     ts_args_type = "file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean"
 )]
 pub fn store_cas_sync(
@@ -361,6 +363,7 @@ pub fn store_cas_sync(
 /// by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes). Resolves the
 /// removed paths. Never runs on its own.
 #[napi(
+    catch_unwind,
     ts_args_type = "agentDir: string, minAgeMs?: number",
     ts_return_type = "Promise<string[]>"
 )]
@@ -397,6 +400,7 @@ fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
 
 /// writeFileAtomic core.
 #[napi(
+    catch_unwind,
     ts_args_type = "filePath: string, content: string | Uint8Array, mode: number, durable: boolean",
     ts_return_type = "Promise<void>"
 )]
@@ -417,6 +421,7 @@ pub fn atomic_write<'e>(
 
 /// writeFileAtomicSync core (throws Node-shaped errors).
 #[napi(
+    catch_unwind,
     ts_args_type = "filePath: string, content: string | Uint8Array, mode: number, durable: boolean"
 )]
 pub fn atomic_write_sync(
@@ -442,7 +447,7 @@ pub struct HeldLock {
 impl HeldLock {
     /// Release the lock. Returns false when it had been taken over while held (proper-lockfile's
     /// ECOMPROMISED; nothing is removed then). Releasing twice is a no-op that returns true.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn release(&mut self) -> bool {
         self.guard.take().is_none_or(|g| g.release().is_ok())
     }
@@ -473,6 +478,7 @@ fn callback_lock_options(
 
 /// withFileLock core: acquire (off the JS thread), resolving the held lock or the error.
 #[napi(
+    catch_unwind,
     ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean",
     ts_return_type = "Promise<HeldLock>"
 )]
@@ -492,7 +498,10 @@ pub fn lock_acquire<'e>(
 }
 
 /// withFileLockSync core: acquire on this thread (blocking sleeps between attempts).
-#[napi(ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean")]
+#[napi(
+    catch_unwind,
+    ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean"
+)]
 pub fn lock_acquire_sync(
     env: &Env,
     file: String,
@@ -509,7 +518,7 @@ pub fn lock_acquire_sync(
 
 /// At this environment's `exit` event: remove the locks still held for callbacks that can no
 /// longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
-#[napi]
+#[napi(catch_unwind)]
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
     lockfile::release_callback_locks(owner(env)?);
     Ok(())
@@ -517,7 +526,7 @@ pub fn release_locks_at_exit(env: &Env) -> Result<()> {
 
 /// Diagnostic: lock acquisition attempts this process made early because the held lock's
 /// directory was seen removed (notified handoff) rather than at the next scheduled retry.
-#[napi]
+#[napi(catch_unwind)]
 pub fn lock_notified_attempts() -> f64 {
     lockfile::notified_attempts() as f64
 }
