@@ -9,7 +9,7 @@ use std::ptr;
 use napi::bindgen_prelude::*;
 use napi::sys;
 
-use crate::entry::Exp;
+use crate::store::entry::Exp;
 
 macro_rules! check {
     ($e:expr) => {{

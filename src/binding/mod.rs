@@ -1,9 +1,9 @@
-//! The N-API layer: converts JS values into the core's Rust types and results back, and maps
-//! failures onto the errors the replaced JavaScript threw. No capability logic lives here.
+//! The N-API layer: converts JS values into the core's Rust types and results back, and hands
+//! failures to the JS contract layer ([`failure`]). No capability logic lives here.
 
 pub mod expected;
 pub mod failure;
 pub mod jsval;
 pub mod liveness;
-pub mod process_matrix;
-pub mod session_recovery;
+pub mod session;
+pub mod store;

@@ -147,7 +147,7 @@ struct Waiting {
     removals: u64,
 }
 
-/// A removal inside a watched directory ([`crate::lockwatch`]): wake whoever waits for it.
+/// A removal inside a watched directory ([`crate::store::lock_watch`]): wake whoever waits for it.
 fn on_removed(path: &std::path::Path) {
     let Some(p) = path.to_str() else { return };
     let mut st = lock_state();
@@ -161,7 +161,7 @@ fn on_removed(path: &std::path::Path) {
 /// Start being woken by removals of `lock_path`; false where notifications are unavailable.
 fn start_watching(lock_path: &str) -> bool {
     let dir = std::path::Path::new(lock_path).parent();
-    if !dir.is_some_and(|d| crate::lockwatch::watch(d, on_removed)) {
+    if !dir.is_some_and(|d| crate::store::lock_watch::watch(d, on_removed)) {
         return false;
     }
     lock_state()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::session_recovery as core;
+use crate::session as core;
 
 /// Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`).
 #[napi(object)]

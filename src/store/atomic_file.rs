@@ -143,7 +143,7 @@ pub fn write_atomic_in_existing_dir(
 }
 
 /// How the final rename is made: directly, or through a lock's fence
-/// ([`crate::lockfile::LockGuard::fenced`]), which refuses it when the lock is not ours any more.
+/// ([`crate::store::lock::LockGuard::fenced`]), which refuses it when the lock is not ours any more.
 pub type Publish<'a> = &'a dyn Fn(&dyn Fn() -> Result<(), FsError>) -> Result<(), FsError>;
 
 /// [`write_atomic_in_existing_dir`] with the rename made through `publish`.

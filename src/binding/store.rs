@@ -15,10 +15,10 @@ use napi_derive::napi;
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, run};
 use super::jsval::{to_js_string, type_error, type_of};
-use crate::entry::Exp;
 use crate::fserror::FsError;
-use crate::lockfile::{self, HolderKind, LockGuard, LockOptions, Retry};
-use crate::process_matrix::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
+use crate::store::entry::Exp;
+use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
+use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
 
 // ---- per-environment ownership of locks -------------------------------------------------------
 
@@ -36,7 +36,7 @@ fn owner(env: &Env) -> Result<u64> {
     }
     let id = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
     OWNER.with(|o| o.set(id));
-    env.add_env_cleanup_hook(id, lockfile::release_all)?;
+    env.add_env_cleanup_hook(id, lock::release_all)?;
     Ok(id)
 }
 
@@ -264,7 +264,7 @@ impl Expected {
 
     fn into_exp(self) -> Exp {
         match self {
-            Expected::Text(t) => crate::entry::exp_from_json_text(&t).unwrap_or(Exp::Never),
+            Expected::Text(t) => crate::store::entry::exp_from_json_text(&t).unwrap_or(Exp::Never),
             Expected::Read(e) => e,
         }
     }
@@ -414,7 +414,7 @@ pub fn atomic_write<'e>(
     let bytes = content_bytes(env, &content)?;
     run(
         env,
-        move || crate::atomic_file::write_atomic(&file, &bytes, mode, durable),
+        move || crate::store::atomic_file::write_atomic(&file, &bytes, mode, durable),
         |_, ()| Ok(()),
     )
 }
@@ -432,7 +432,8 @@ pub fn atomic_write_sync(
     durable: bool,
 ) -> Result<()> {
     let bytes = content_bytes(env, &content)?;
-    crate::atomic_file::write_atomic(&file, &bytes, mode, durable).map_err(|e| js_error(env, &e))
+    crate::store::atomic_file::write_atomic(&file, &bytes, mode, durable)
+        .map_err(|e| js_error(env, &e))
 }
 
 /// A lock held for a `withFileLock(Sync)` callback. It belongs to the JS environment that took
@@ -469,7 +470,7 @@ fn callback_lock_options(
         } else {
             Retry::Async { retries }
         },
-        stale_ms: lockfile::normalize_stale(stale),
+        stale_ms: lock::normalize_stale(stale),
         realpath: realpath.unwrap_or(false),
         kind: HolderKind::Callback,
         owner: owner(env)?,
@@ -492,7 +493,7 @@ pub fn lock_acquire<'e>(
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
     run(
         env,
-        move || lockfile::acquire(&file, opts),
+        move || lock::acquire(&file, opts),
         |_, g| Ok(HeldLock { guard: Some(g) }),
     )
 }
@@ -510,7 +511,7 @@ pub fn lock_acquire_sync(
     realpath: Option<bool>,
 ) -> Result<HeldLock> {
     let opts = callback_lock_options(env, retries, stale, realpath, true)?;
-    match lockfile::acquire(&file, opts) {
+    match lock::acquire(&file, opts) {
         Ok(g) => Ok(HeldLock { guard: Some(g) }),
         Err(e) => Err(js_error(env, &e)),
     }
@@ -520,7 +521,7 @@ pub fn lock_acquire_sync(
 /// longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
 #[napi(catch_unwind)]
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
-    lockfile::release_callback_locks(owner(env)?);
+    lock::release_callback_locks(owner(env)?);
     Ok(())
 }
 
@@ -528,5 +529,5 @@ pub fn release_locks_at_exit(env: &Env) -> Result<()> {
 /// directory was seen removed (notified handoff) rather than at the next scheduled retry.
 #[napi(catch_unwind)]
 pub fn lock_notified_attempts() -> f64 {
-    lockfile::notified_attempts() as f64
+    lock::notified_attempts() as f64
 }

@@ -5,15 +5,20 @@
 //! Files are read, parsed and validated here; the JS layer turns an accepted text into the
 //! object with V8's own `JSON.parse`, so keys, numbers and strings are exactly the original's.
 
+pub mod atomic_file;
+pub mod entry;
+pub mod lock;
+pub mod lock_watch;
+
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 
-use crate::atomic_file::{self, dirname, mkdir_p};
-use crate::entry::{self, Exp, Verdict};
 use crate::fserror::FsError;
 use crate::json::{self, Json};
-use crate::lockfile::{self, LockGuard, LockOptions};
 use crate::nodepath;
+use atomic_file::{dirname, mkdir_p};
+use entry::{Exp, Verdict};
+use lock::{LockGuard, LockOptions};
 
 /// B1: `path.join(agentDir, "state", "process-matrix")`.
 pub fn process_matrix_dir(agent_dir: &str) -> String {
@@ -195,7 +200,7 @@ pub fn cas(
     opts: WriteOptions,
 ) -> Result<CasOutcome, FsError> {
     mkdir_p(&dirname(file))?;
-    let guard = lockfile::acquire(file, opts.lock)?;
+    let guard = lock::acquire(file, opts.lock)?;
     let current = load(file, known);
     let outcome = match current {
         Some(l) if !l.pending.is_empty() => {
@@ -239,7 +244,7 @@ pub fn cas_finish(p: PendingCas, all_timestamps_valid: bool) -> Result<CasOutcom
 /// B7: mkdir -p, lock, write (or only lock and release when serialization failed), release.
 pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Result<(), FsError> {
     mkdir_p(&dirname(file))?;
-    let guard = lockfile::acquire(file, opts.lock)?;
+    let guard = lock::acquire(file, opts.lock)?;
     let result = match payload {
         Some(bytes) => write_fenced(file, bytes, opts.durable, &guard),
         None => Ok(()),
@@ -251,7 +256,7 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
 /// B11: mkdir -p, lock, remove the file (every rm error swallowed), release.
 pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
     mkdir_p(&dirname(file))?;
-    let guard = lockfile::acquire(file, opts.lock)?;
+    let guard = lock::acquire(file, opts.lock)?;
     guard.fenced(|| {
         let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
         Ok(())
