@@ -79,7 +79,9 @@ function assertStoreTarget(file) {
  * file is then removed) — with Node's own `data` argument error.
  */
 function atomicContent(filePath, content, sync) {
-  if (typeof content === 'string' || ArrayBuffer.isView(content)) return content
+  if (typeof content === 'string') return content
+  // Any ArrayBufferView is written as its bytes (as Node's fs does): hand the addon a byte view.
+  if (ArrayBuffer.isView(content)) return new Uint8Array(content.buffer, content.byteOffset, content.byteLength)
   if (!sync && content !== null && typeof content === 'object' && typeof content[Symbol.iterator] === 'function') {
     const chunks = []
     for (const chunk of content) chunks.push(ArrayBuffer.isView(chunk) ? chunk : Buffer.from(chunk, 'utf8'))

@@ -1,245 +1,111 @@
 //! Turning a caller's CAS `expected` into [`Exp`] on the JS thread, with exactly the
 //! distinctions `util.isDeepStrictEqual` makes against a parsed JSON value (B20): own
 //! enumerable string keys, `undefined`-valued properties, -0, prototypes, holes, extra array
-//! properties, symbol keys, cycles. Iterative, so depth cannot overflow the stack.
+//! properties, symbol keys, cycles. Iterative, so depth cannot overflow the stack. Only values
+//! that are not plain JSON data come here (plain data crosses as JSON text, `lib/expected.js`).
+//! Written on napi-rs's safe value API: no raw N-API calls.
 
 use std::collections::HashMap;
-use std::ptr;
 
 use napi::bindgen_prelude::*;
-use napi::sys;
+use napi::{JsString, JsValue, ValueType};
 
 use crate::store::entry::Exp;
 
-macro_rules! check {
-    ($e:expr) => {{
-        // SAFETY: every call below passes the live env of the current callback and valid
-        // out-pointers to locals.
-        let status = unsafe { $e };
-        if status != sys::Status::napi_ok {
-            return Err(Error::new(
-                Status::from(status),
-                "N-API call failed".to_string(),
-            ));
-        }
-    }};
+/// What the reader needs from one environment: the two prototypes a parsed JSON value can have.
+pub struct Js<'e> {
+    env: &'e Env,
+    object_proto: Unknown<'e>,
+    array_proto: Unknown<'e>,
 }
 
-/// Raw helpers over one env.
-pub struct Js {
-    env: sys::napi_env,
-    object_proto: sys::napi_value,
-    array_proto: sys::napi_value,
-}
-
-impl Js {
-    pub fn new(env: &Env) -> Result<Js> {
-        let env = env.raw();
-        let mut global = ptr::null_mut();
-        check!(sys::napi_get_global(env, &mut global));
-        let proto = |ctor: &std::ffi::CStr| -> Result<sys::napi_value> {
-            let mut c = ptr::null_mut();
-            check!(sys::napi_get_named_property(
-                env,
-                global,
-                ctor.as_ptr(),
-                &mut c
-            ));
-            let mut p = ptr::null_mut();
-            check!(sys::napi_get_named_property(
-                env,
-                c,
-                c"prototype".as_ptr(),
-                &mut p
-            ));
-            Ok(p)
+impl<'e> Js<'e> {
+    pub fn new(env: &'e Env) -> Result<Js<'e>> {
+        let global = env.get_global()?;
+        let proto = |ctor: &str| -> Result<Unknown<'e>> {
+            // Constructors are functions: read them as values, then as objects.
+            let c: Unknown<'e> = global.get_named_property(ctor)?;
+            c.coerce_to_object()?.get_named_property("prototype")
         };
         Ok(Js {
             env,
-            object_proto: proto(c"Object")?,
-            array_proto: proto(c"Array")?,
+            object_proto: proto("Object")?,
+            array_proto: proto("Array")?,
         })
     }
 
-    fn type_of(&self, v: sys::napi_value) -> Result<sys::napi_valuetype> {
-        let mut t = 0;
-        check!(sys::napi_typeof(self.env, v, &mut t));
-        Ok(t)
+    fn same(&self, a: Unknown<'e>, b: Unknown<'e>) -> Result<bool> {
+        self.env.strict_equals(a, b)
     }
 
-    fn strict_equals(&self, a: sys::napi_value, b: sys::napi_value) -> Result<bool> {
-        let mut r = false;
-        check!(sys::napi_strict_equals(self.env, a, b, &mut r));
-        Ok(r)
-    }
-
-    fn prototype(&self, v: sys::napi_value) -> Result<sys::napi_value> {
-        let mut p = ptr::null_mut();
-        check!(sys::napi_get_prototype(self.env, v, &mut p));
-        Ok(p)
-    }
-
-    fn is_array(&self, v: sys::napi_value) -> Result<bool> {
-        let mut r = false;
-        check!(sys::napi_is_array(self.env, v, &mut r));
-        Ok(r)
-    }
-
-    /// Own enumerable keys: strings (numbers as strings) or symbols only.
-    fn own_keys(&self, v: sys::napi_value, symbols: bool) -> Result<Vec<sys::napi_value>> {
-        let filter = if symbols {
-            sys::KeyFilter::enumerable | sys::KeyFilter::skip_strings
-        } else {
-            sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols
-        };
-        let mut arr = ptr::null_mut();
-        check!(sys::napi_get_all_property_names(
-            self.env,
-            v,
-            sys::KeyCollectionMode::own_only,
-            filter,
-            sys::KeyConversion::numbers_to_strings,
-            &mut arr
-        ));
-        let mut len = 0u32;
-        check!(sys::napi_get_array_length(self.env, arr, &mut len));
-        let mut out = Vec::with_capacity(len as usize);
+    /// Own enumerable keys, string ones (numbers as strings) and symbols apart. napi-rs's key
+    /// filter takes one flag, so both kinds come in one list and are told apart by type.
+    fn own_keys(&self, v: &Object<'e>) -> Result<(Vec<Unknown<'e>>, bool)> {
+        let names = v.get_all_property_names(
+            KeyCollectionMode::OwnOnly,
+            KeyFilter::Enumerable,
+            KeyConversion::NumbersToStrings,
+        )?;
+        let len = names.get_array_length()?;
+        let mut strings = Vec::with_capacity(len as usize);
+        let mut has_symbol = false;
         for i in 0..len {
-            let mut k = ptr::null_mut();
-            check!(sys::napi_get_element(self.env, arr, i, &mut k));
-            out.push(k);
+            let k: Unknown<'e> = names.get_element(i)?;
+            if k.get_type()? == ValueType::String {
+                strings.push(k);
+            } else {
+                has_symbol = true;
+            }
         }
-        Ok(out)
+        Ok((strings, has_symbol))
     }
 
-    fn get(&self, obj: sys::napi_value, key: sys::napi_value) -> Result<sys::napi_value> {
-        let mut v = ptr::null_mut();
-        check!(sys::napi_get_property(self.env, obj, key, &mut v));
-        Ok(v)
-    }
-
-    fn element(&self, arr: sys::napi_value, i: u32) -> Result<sys::napi_value> {
-        let mut v = ptr::null_mut();
-        check!(sys::napi_get_element(self.env, arr, i, &mut v));
-        Ok(v)
-    }
-
-    fn array_len(&self, arr: sys::napi_value) -> Result<u32> {
-        let mut len = 0u32;
-        check!(sys::napi_get_array_length(self.env, arr, &mut len));
-        Ok(len)
-    }
-
-    /// A JS string's UTF-16 code units (lone surrogates kept). Short strings — nearly all
-    /// keys and values of an entry — take one N-API call through a stack buffer.
-    fn utf16(&self, s: sys::napi_value) -> Result<Vec<u16>> {
-        let mut stack = [0u16; 128];
-        let mut written = 0usize;
-        check!(sys::napi_get_value_string_utf16(
-            self.env,
-            s,
-            stack.as_mut_ptr(),
-            stack.len(),
-            &mut written
-        ));
-        if written < stack.len() - 1 {
-            return Ok(stack[..written].to_vec());
-        }
-        let mut len = 0usize;
-        check!(sys::napi_get_value_string_utf16(
-            self.env,
-            s,
-            ptr::null_mut(),
-            0,
-            &mut len
-        ));
-        let mut buf = vec![0u16; len + 1];
-        check!(sys::napi_get_value_string_utf16(
-            self.env,
-            s,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut written
-        ));
-        buf.truncate(written);
-        Ok(buf)
-    }
-
-    fn double(&self, v: sys::napi_value) -> Result<f64> {
-        let mut d = 0.0;
-        check!(sys::napi_get_value_double(self.env, v, &mut d));
-        Ok(d)
-    }
-
-    fn boolean(&self, v: sys::napi_value) -> Result<bool> {
-        let mut b = false;
-        check!(sys::napi_get_value_bool(self.env, v, &mut b));
-        Ok(b)
+    /// A JS string's UTF-16 code units (lone surrogates kept).
+    fn utf16(&self, s: Unknown<'e>) -> Result<Vec<u16>> {
+        Ok(Utf16String::from_unknown(s)?.to_vec())
     }
 
     /// `Number.isFinite(Date.parse(s))` asked of V8 itself (G7).
     pub fn date_parse_finite(&self, s: &[u16]) -> Result<bool> {
-        let mut global = ptr::null_mut();
-        check!(sys::napi_get_global(self.env, &mut global));
-        let mut date = ptr::null_mut();
-        check!(sys::napi_get_named_property(
-            self.env,
-            global,
-            c"Date".as_ptr(),
-            &mut date
-        ));
-        let mut parse = ptr::null_mut();
-        check!(sys::napi_get_named_property(
-            self.env,
-            date,
-            c"parse".as_ptr(),
-            &mut parse
-        ));
-        let mut arg = ptr::null_mut();
-        check!(sys::napi_create_string_utf16(
-            self.env,
-            s.as_ptr(),
-            s.len() as isize,
-            &mut arg
-        ));
-        let mut out = ptr::null_mut();
-        check!(sys::napi_call_function(
-            self.env, date, parse, 1, &arg, &mut out
-        ));
-        Ok(self.double(out)?.is_finite())
+        let date: Unknown<'e> = self.env.get_global()?.get_named_property("Date")?;
+        let date = date.coerce_to_object()?;
+        let parse: Function<'e, JsString<'e>, f64> = date.get_named_property("parse")?;
+        Ok(parse
+            .apply(date, self.env.create_string_utf16(s)?)?
+            .is_finite())
     }
 }
 
-enum Frame {
+enum Frame<'e> {
     Arr {
-        value: sys::napi_value,
+        value: Object<'e>,
         len: u32,
         items: Vec<Exp>,
     },
     Obj {
-        value: sys::napi_value,
-        keys: Vec<(Vec<u16>, sys::napi_value)>,
+        value: Object<'e>,
+        keys: Vec<(Vec<u16>, Unknown<'e>)>,
         members: Vec<(Vec<u16>, Exp)>,
     },
 }
 
-impl Frame {
-    fn value(&self) -> sys::napi_value {
+impl<'e> Frame<'e> {
+    fn value(&self) -> Unknown<'e> {
         match self {
-            Frame::Arr { value, .. } | Frame::Obj { value, .. } => *value,
+            Frame::Arr { value, .. } | Frame::Obj { value, .. } => value.to_unknown(),
         }
     }
 }
 
 /// Either a finished value or a container to descend into.
-enum Step {
+enum Step<'e> {
     Done(Exp),
-    Open(Frame),
+    Open(Frame<'e>),
 }
 
 /// Convert `expected` (B20).
-pub fn to_exp(js: &Js, root: sys::napi_value) -> Result<Exp> {
-    let mut stack: Vec<Frame> = Vec::new();
+pub fn to_exp<'e>(js: &Js<'e>, root: Unknown<'e>) -> Result<Exp> {
+    let mut stack: Vec<Frame<'e>> = Vec::new();
     let mut step = classify(js, root, &stack)?;
     loop {
         let mut done = match step {
@@ -260,7 +126,7 @@ pub fn to_exp(js: &Js, root: sys::napi_value) -> Result<Exp> {
                         items.push(v);
                     }
                     if (items.len() as u32) < *len {
-                        let child = js.element(*value, items.len() as u32)?;
+                        let child: Unknown<'e> = value.get_element(items.len() as u32)?;
                         step = classify(js, child, &stack)?;
                         break;
                     }
@@ -279,7 +145,7 @@ pub fn to_exp(js: &Js, root: sys::napi_value) -> Result<Exp> {
                         members.push((k, v));
                     }
                     if members.len() < keys.len() {
-                        let child = js.get(*value, keys[members.len()].1)?;
+                        let child: Unknown<'e> = value.get_property(keys[members.len()].1)?;
                         step = classify(js, child, &stack)?;
                         break;
                     }
@@ -293,29 +159,29 @@ pub fn to_exp(js: &Js, root: sys::napi_value) -> Result<Exp> {
     }
 }
 
-fn classify(js: &Js, v: sys::napi_value, ancestors: &[Frame]) -> Result<Step> {
-    use sys::ValueType as T;
-    let t = js.type_of(v)?;
-    Ok(Step::Done(match t {
-        T::napi_undefined => Exp::Undefined,
-        T::napi_null => Exp::Null,
-        T::napi_boolean => Exp::Bool(js.boolean(v)?),
-        T::napi_number => Exp::Num(js.double(v)?),
-        T::napi_string => Exp::Str(js.utf16(v)?),
-        T::napi_object => {
+fn classify<'e>(js: &Js<'e>, v: Unknown<'e>, ancestors: &[Frame<'e>]) -> Result<Step<'e>> {
+    Ok(Step::Done(match v.get_type()? {
+        ValueType::Undefined => Exp::Undefined,
+        ValueType::Null => Exp::Null,
+        ValueType::Boolean => Exp::Bool(bool::from_unknown(v)?),
+        // Read as is: a coercion would not keep -0.
+        ValueType::Number => Exp::Num(f64::from_unknown(v)?),
+        ValueType::String => Exp::Str(js.utf16(v)?),
+        ValueType::Object => {
             for a in ancestors {
-                if js.strict_equals(a.value(), v)? {
+                if js.same(a.value(), v)? {
                     return Ok(Step::Done(Exp::Never)); // a cycle never equals a finite tree
                 }
             }
-            if !js.own_keys(v, true)?.is_empty() {
+            let obj = v.coerce_to_object()?; // the object itself: it already is one
+            let (keys, has_symbol) = js.own_keys(&obj)?;
+            if has_symbol {
                 return Ok(Step::Done(Exp::Never));
             }
-            let proto = js.prototype(v)?;
-            let keys = js.own_keys(v, false)?;
-            if js.is_array(v)? {
-                let len = js.array_len(v)?;
-                if !js.strict_equals(proto, js.array_proto)? || keys.len() != len as usize {
+            let proto = obj.get_prototype()?;
+            if v.is_array()? {
+                let len = obj.get_array_length()?;
+                if !js.same(proto, js.array_proto)? || keys.len() != len as usize {
                     return Ok(Step::Done(Exp::Never));
                 }
                 // Exactly the indices 0..len: no holes, no extra properties.
@@ -325,12 +191,12 @@ fn classify(js: &Js, v: sys::napi_value, ancestors: &[Frame]) -> Result<Step> {
                     }
                 }
                 return Ok(Step::Open(Frame::Arr {
-                    value: v,
+                    value: obj,
                     len,
                     items: Vec::with_capacity(len as usize),
                 }));
             }
-            if !js.strict_equals(proto, js.object_proto)? {
+            if !js.same(proto, js.object_proto)? {
                 return Ok(Step::Done(Exp::Never));
             }
             let mut named = Vec::with_capacity(keys.len());
@@ -338,7 +204,7 @@ fn classify(js: &Js, v: sys::napi_value, ancestors: &[Frame]) -> Result<Step> {
                 named.push((js.utf16(k)?, k));
             }
             return Ok(Step::Open(Frame::Obj {
-                value: v,
+                value: obj,
                 members: Vec::with_capacity(named.len()),
                 keys: named,
             }));

@@ -3,7 +3,6 @@
 
 pub mod expected;
 pub mod failure;
-pub mod jsval;
 pub mod liveness;
 pub mod session;
 pub mod store;

@@ -9,12 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use napi::bindgen_prelude::*;
-use napi::JsValue;
 use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, run};
-use super::jsval::{to_js_string, type_error, type_of};
 use crate::fserror::FsError;
 use crate::store::entry::Exp;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
@@ -258,7 +256,7 @@ impl Expected {
     fn new(env: &Env, expected: Unknown, text: Option<String>) -> Result<Expected> {
         Ok(match text {
             Some(t) => Expected::Text(t),
-            None => Expected::Read(to_exp(&Js::new(env)?, expected.raw())?),
+            None => Expected::Read(to_exp(&Js::new(env)?, expected)?),
         })
     }
 
@@ -383,19 +381,13 @@ pub fn sweep_orphan_temp_files<'e>(
 
 // ---- atomic-file ------------------------------------------------------------------------------
 
-fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
-    if type_of(v)? == ValueType::String {
-        return Ok(to_js_string(v).unwrap_or_default().into_bytes());
+/// The bytes to write: a string's UTF-8 (lone surrogates as U+FFFD, as Node's fs writes them) or
+/// a byte view (the contract layer presents every ArrayBufferView as a Uint8Array).
+fn content_bytes(content: Either<String, Uint8Array>) -> Vec<u8> {
+    match content {
+        Either::A(s) => s.into_bytes(),
+        Either::B(view) => view.to_vec(),
     }
-    if v.is_buffer()? || v.is_typedarray()? {
-        // SAFETY: checked to be a Buffer / typed array just above.
-        let view: Uint8Array = unsafe { v.cast()? };
-        return Ok(view.to_vec());
-    }
-    type_error(
-        env,
-        "The \"content\" argument must be a string, Buffer or Uint8Array",
-    )
 }
 
 /// writeFileAtomic core.
@@ -407,11 +399,11 @@ fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
 pub fn atomic_write<'e>(
     env: &'e Env,
     file: String,
-    content: Unknown,
+    content: Either<String, Uint8Array>,
     mode: u32,
     durable: bool,
 ) -> Result<PromiseRaw<'e, ()>> {
-    let bytes = content_bytes(env, &content)?;
+    let bytes = content_bytes(content);
     run(
         env,
         move || crate::store::atomic_file::write_atomic(&file, &bytes, mode, durable),
@@ -427,11 +419,11 @@ pub fn atomic_write<'e>(
 pub fn atomic_write_sync(
     env: &Env,
     file: String,
-    content: Unknown,
+    content: Either<String, Uint8Array>,
     mode: u32,
     durable: bool,
 ) -> Result<()> {
-    let bytes = content_bytes(env, &content)?;
+    let bytes = content_bytes(content);
     crate::store::atomic_file::write_atomic(&file, &bytes, mode, durable)
         .map_err(|e| js_error(env, &e))
 }
