@@ -12,5 +12,6 @@ pub mod jsstr;
 pub mod liveness;
 pub mod lockfile;
 pub mod nodepath;
+pub mod platform;
 pub mod process_matrix;
 pub mod session_recovery;

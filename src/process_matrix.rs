@@ -6,7 +6,6 @@
 //! object with V8's own `JSON.parse`, so keys, numbers and strings are exactly the original's.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 
 use crate::atomic_file::{self, dirname, mkdir_p};
 use crate::entry::{self, Exp, Verdict};
@@ -14,6 +13,7 @@ use crate::fserror::FsError;
 use crate::json::{self, Json};
 use crate::lockfile::{self, LockGuard, LockOptions};
 use crate::nodepath;
+use crate::platform;
 
 /// B1: `path.join(agentDir, "state", "process-matrix")`.
 pub fn process_matrix_dir(agent_dir: &str) -> String {
@@ -31,11 +31,7 @@ pub fn read_text(path: &str) -> Option<String> {
     if path.contains('\0') {
         return None;
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let mut f = platform::fs::open_read_nonblocking(path).ok()?;
     let meta = f.metadata().ok()?;
     let ft = meta.file_type();
     if !ft.is_file() {

@@ -54,24 +54,12 @@ pub fn is_reload_session_process_alive(pid: Unknown) -> Result<bool> {
 pub fn default_is_pid_alive(env: &Env, owner: Unknown) -> Result<bool> {
     let hostname = prop(env, &owner, "hostname")?;
     let same_host = type_of(&hostname)? == ValueType::String
-        && to_js_string(&hostname).is_some_and(|h| h == os_hostname());
+        && to_js_string(&hostname).is_some_and(|h| h == core::os_hostname());
     if !same_host {
         return Ok(true);
     }
     let pid = prop(env, &owner, "pid")?;
     Ok(core::default_is_pid_alive(true, &kill_arg(&pid)?))
-}
-
-/// The string Node's `os.hostname()` returns (libuv `uv_os_gethostname` = gethostname(2)).
-fn os_hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is writable for its whole length, which is what we pass.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:

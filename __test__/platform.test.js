@@ -1,0 +1,141 @@
+'use strict'
+// Per-platform semantics (SPEC C0–C4, B18, B19, G6) checked against Node's own oracles on
+// whatever platform runs the suite: Linux x64 natively, Linux arm64 under qemu, Windows x64
+// under Wine (scripts/test-arm64.sh, scripts/test-windows.sh). Every assertion holds on every
+// platform; where the platforms differ, the expected value comes from Node on that platform.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const lockfile = require('proper-lockfile')
+const { backends } = require('./helpers.js')
+const { makeEntry, tempAgentDir } = require('./store-fixtures.js')
+
+/** process.kill(pid, 0) as an outcome: 'ok' or the error code. */
+function nodeProbe(pid) {
+  try {
+    process.kill(pid, 0)
+    return 'ok'
+  } catch (err) {
+    return err.code
+  }
+}
+
+/** The pid of a child (this very Node binary, so it exists on every platform) after it exited. */
+async function exitedChildPid() {
+  const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' })
+  await new Promise((r) => child.once('exit', r))
+  return child.pid
+}
+
+const lib = {
+  liveness: require('../lib/liveness.js'),
+  store: require('../lib/process-matrix-store.js'),
+  atomic: require('../lib/atomic-file.js'),
+}
+
+test(`the native backend is loaded on ${process.platform}-${process.arch}`, () => {
+  assert.equal(require('../lib/binding.js').backend, 'native')
+})
+
+for (const [name, s] of backends()) {
+  test(`${name}: kill probe agrees with process.kill (own pid, pid 0, exited child)`, async () => {
+    const gone = await exitedChildPid()
+    for (const pid of [process.pid, 0, gone]) {
+      const want = nodeProbe(pid)
+      const c3 = s.checkProcessLiveness(pid)
+      if (pid <= 0) {
+        assert.equal(c3.detail, 'no pid recorded')
+      } else if (want === 'ok') {
+        assert.deepEqual(c3, { pid, alive: true, detail: 'process is alive' })
+      } else {
+        assert.equal(want, 'ESRCH')
+        assert.deepEqual(c3, { pid, alive: false, detail: 'process does not exist' })
+      }
+      assert.equal(s.defaultIsPidAlive({ hostname: os.hostname(), pid }), want === 'ok' || want === 'EPERM')
+      assert.equal(s.isReloadSessionProcessAlive(pid), pid > 0 && (want === 'ok' || want === 'EPERM'))
+    }
+    assert.equal(s.probePid(process.pid), 'alive')
+    assert.equal(s.probePid(gone), 'dead')
+  })
+
+  test(`${name}: defaultIsPidAlive compares with os.hostname() exactly`, async () => {
+    const gone = await exitedChildPid()
+    assert.equal(s.defaultIsPidAlive({ hostname: os.hostname(), pid: gone }), false)
+    assert.equal(s.defaultIsPidAlive({ hostname: `${os.hostname()}x`, pid: gone }), true)
+  })
+
+  test(`${name}: start times are the real process start on ${process.platform}`, () => {
+    const started = Date.now() - process.uptime() * 1000
+    const id = s.getProcessIdentity(process.pid)
+    assert.equal(id.pid, process.pid)
+    // Generous bound: the clock estimate and the OS record differ by scheduling only.
+    assert.ok(Math.abs(id.startTimeMs - started) < 5000, `${id.startTimeMs} vs ${started}`)
+    assert.equal(s.isSameProcess({ pid: process.pid, startTimeMs: id.startTimeMs }), true)
+    assert.equal(s.isSameProcess({ pid: process.pid, startTimeMs: id.startTimeMs - 1000 }), false)
+    const legacy = s.getProcessStartTime(process.pid)
+    assert.equal(typeof legacy, 'number')
+    if (process.platform === 'linux') return // floor(ticks × 100): covered by liveness.test.js
+    // darwin and win32: epoch ms at whole-second resolution (the originals parse `ps` /
+    // PowerShell date text).
+    assert.equal(legacy % 1000, 0)
+    assert.equal(legacy, Math.floor(id.startTimeMs / 1000) * 1000)
+  })
+}
+
+test('paths are the host platform\'s path.join / path.resolve (G6)', () => {
+  const s = lib.store
+  for (const a of ['agent', path.join(os.tmpdir(), 'a'), 'x/../y//z', `.${path.sep}rel`]) {
+    assert.equal(s.processMatrixDir(a), path.join(a, 'state', 'process-matrix'))
+    assert.equal(s.entryPath(a, 'master-s'), path.join(a, 'state', 'process-matrix', 'master-s.json'))
+  }
+})
+
+test('atomic write: content, mode as fs.writeFileSync applies it, no temp left (B19)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-platform-'))
+  const target = path.join(dir, 'sub', 'f.json')
+  lib.atomic.writeFileAtomicSync(target, 'one')
+  lib.atomic.writeFileAtomicSync(target, 'two')
+  assert.equal(fs.readFileSync(target, 'utf8'), 'two')
+  assert.deepEqual(fs.readdirSync(path.dirname(target)), ['f.json'])
+  // A read-only mode: Node's own create with the same mode is the oracle.
+  const ro = path.join(dir, 'ro.json')
+  const oracle = path.join(dir, 'oracle.json')
+  lib.atomic.writeFileAtomicSync(ro, 'x', { mode: 0o444 })
+  fs.writeFileSync(oracle, 'x', { mode: 0o444, flag: 'wx' })
+  assert.equal(fs.statSync(ro).mode, fs.statSync(oracle).mode)
+  for (const f of [ro, oracle]) fs.chmodSync(f, 0o666)
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+test('locks: the directory proper-lockfile uses, contention both ways (B18, L1)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-platform-'))
+  const file = path.join(dir, 'locked.json')
+  const lockDir = `${path.resolve(file)}.lock`
+  lib.atomic.withFileLockSync(file, () => {
+    assert.ok(fs.statSync(lockDir).isDirectory())
+    assert.equal(lockfile.checkSync(file, { realpath: false }), true)
+  })
+  assert.equal(fs.existsSync(lockDir), false)
+  const release = lockfile.lockSync(file, { realpath: false })
+  // Two attempts 25 ms apart: well inside the 2 s staleness of the foreign lock.
+  assert.throws(() => lib.atomic.withFileLockSync(file, () => 1, { retries: 1 }), { code: 'ELOCKED' })
+  release()
+  assert.equal(lib.atomic.withFileLockSync(file, () => 7), 7)
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+test('store round trip: native writes, the JS backend reads the same entry', async () => {
+  const [[, native], [, js]] = backends()
+  const a = tempAgentDir()
+  const e = makeEntry('worker', 'plat-1')
+  await native.writeEntry(a, e)
+  assert.deepStrictEqual(await js.readEntry(a, e.entryId), e)
+  assert.deepStrictEqual(await native.listEntries(a), [e])
+  assert.equal(native.writeEntryIfUnchangedSync(a, e, { ...e, status: 'closed' }), true)
+  assert.equal((await js.readEntry(a, e.entryId)).status, 'closed')
+  await native.removeEntry(a, e.entryId)
+  assert.deepStrictEqual(await js.listEntries(a), [])
+})
