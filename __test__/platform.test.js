@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const lockfile = require('proper-lockfile')
-const { backends } = require('./helpers.js')
+const { backends, liveChild } = require('./helpers.js')
 const { makeEntry, tempAgentDir } = require('./store-fixtures.js')
 
 /** process.kill(pid, 0) as an outcome: 'ok' or the error code. */
@@ -40,7 +40,61 @@ test(`the native backend is loaded on ${process.platform}-${process.arch}`, () =
   assert.equal(require('../lib/binding.js').backend, 'native')
 })
 
+/** C1–C3 written from SPEC.md on top of process.kill: the oracle on every platform. */
+const oracle = {
+  isReloadSessionProcessAlive(pid) {
+    if (typeof pid !== 'number' || !Number.isFinite(pid) || pid <= 0) return false
+    const r = probeOutcome(pid)
+    return r === 'ok' || r.code === 'EPERM'
+  },
+  defaultIsPidAlive(owner) {
+    if (owner.hostname !== os.hostname()) return true
+    const r = probeOutcome(owner.pid)
+    return r === 'ok' || r.code === 'EPERM'
+  },
+  checkProcessLiveness(pid) {
+    if (pid === undefined || !Number.isInteger(pid) || pid <= 0) return { pid, alive: false, detail: 'no pid recorded' }
+    const r = probeOutcome(pid)
+    if (r === 'ok') return { pid, alive: true, detail: 'process is alive' }
+    if (r.code === 'EPERM') return { pid, alive: true, detail: 'process exists but permission is denied' }
+    if (r.code === 'ESRCH') return { pid, alive: false, detail: 'process does not exist' }
+    return { pid, alive: false, detail: r.message }
+  },
+}
+
+function probeOutcome(pid) {
+  try {
+    process.kill(pid, 0)
+    return 'ok'
+  } catch (err) {
+    return err
+  }
+}
+
 for (const [name, s] of backends()) {
+  test(`${name}: C1–C3 agree with process.kill on pids in every state and shape`, async () => {
+    const child = liveChild(30)
+    await new Promise((r) => child.once('spawn', r))
+    const gone = await exitedChildPid()
+    const pids = [process.pid, process.ppid, child.pid, gone, 0, -1, -process.pid, 1, 4, 1.5, -0, 2 ** 31, 2 ** 31 - 1,
+      -(2 ** 31), NaN, Infinity, 1e21, undefined, null, '12', String(process.pid), true, {}, 4194305, 99999]
+    try {
+      for (const pid of pids) {
+        const label = `pid=${typeof pid === 'string' ? JSON.stringify(pid) : String(pid)}`
+        assert.deepStrictEqual(s.isReloadSessionProcessAlive(pid), oracle.isReloadSessionProcessAlive(pid), `C1 ${label}`)
+        const c3 = s.checkProcessLiveness(pid)
+        assert.deepStrictEqual(c3, oracle.checkProcessLiveness(pid), `C3 ${label}`)
+        assert.deepStrictEqual(Object.keys(c3), ['pid', 'alive', 'detail'])
+        for (const hostname of [os.hostname(), `${os.hostname()}-other`, os.hostname().toUpperCase(), undefined]) {
+          const owner = { pid, hostname }
+          assert.equal(s.defaultIsPidAlive(owner), oracle.defaultIsPidAlive(owner), `C2 ${label} host=${hostname}`)
+        }
+      }
+    } finally {
+      child.kill()
+    }
+  })
+
   test(`${name}: kill probe agrees with process.kill (own pid, pid 0, exited child)`, async () => {
     const gone = await exitedChildPid()
     for (const pid of [process.pid, 0, gone]) {
@@ -67,7 +121,9 @@ for (const [name, s] of backends()) {
     assert.equal(s.defaultIsPidAlive({ hostname: `${os.hostname()}x`, pid: gone }), true)
   })
 
-  test(`${name}: start times are the real process start on ${process.platform}`, () => {
+  // The JS fallback's identity API reads /proc only (its legacy C4 spawns ps / PowerShell).
+  const noJsIdentity = name === 'js' && process.platform !== 'linux' && 'the JS backend reads start times from /proc only'
+  test(`${name}: start times are the real process start on ${process.platform}`, { skip: noJsIdentity }, () => {
     const started = Date.now() - process.uptime() * 1000
     const id = s.getProcessIdentity(process.pid)
     assert.equal(id.pid, process.pid)

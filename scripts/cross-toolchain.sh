@@ -54,15 +54,17 @@ fi
 # napi-rs resolves N-API symbols at run time, so an empty import library is enough. Rust's
 # windows-gnu target also links -lssp_nonshared -lssp, which zig's MinGW lacks: empty archives.
 SHIMS="$CACHE/win-link"
-if [ ! -f "$SHIMS/.done" ]; then
+if [ ! -f "$SHIMS/.v2" ]; then
   log "generating Windows link shims in $SHIMS"
   rm -rf "$SHIMS" && mkdir -p "$SHIMS"
   printf 'LIBRARY node.exe\nEXPORTS\n' > "$SHIMS/node.def"
   python3 -m ziglang dlltool -d "$SHIMS/node.def" -l "$SHIMS/libnode.dll.a" -m i386:x86-64
+  # zig's linker looks for -lnode as libnode.a (not libnode.dll.a).
+  cp "$SHIMS/libnode.dll.a" "$SHIMS/libnode.a"
   : > "$SHIMS/libnode.dll"
   llvm-ar rcs "$SHIMS/libssp.a"
   llvm-ar rcs "$SHIMS/libssp_nonshared.a"
-  touch "$SHIMS/.done"
+  touch "$SHIMS/.v2"
 fi
 
 # --- Wine ProcessPrng shim (tests under Wine 8 only) ------------------------------------------

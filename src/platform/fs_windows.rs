@@ -1,6 +1,7 @@
 //! File-system primitives on Windows, matching what libuv (and so Node) does there.
 
 use std::fs::{File, FileTimes, Metadata, OpenOptions};
+use std::io::{Seek, SeekFrom};
 use std::os::windows::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::windows::io::AsRawHandle;
 use std::time::{Duration, SystemTime};
@@ -25,7 +26,12 @@ pub fn set_create_mode(opts: &mut OpenOptions, mode: u32) {
 
 /// B19 on win32: rename over the target, retrying EPERM/EACCES/EBUSY (a reader or virus
 /// scanner holding the target open) up to 9 more times after waits of min(10·2^k, 200) ms.
+///
+/// Renames onto one target from this process are serialized first: Windows refuses a
+/// replace while another replace of the same file is in flight (EPERM), and the async API can
+/// run many writes of one file on parallel threads, where Node runs at most four.
 pub fn rename_replace(from: &str, to: &str) -> std::io::Result<()> {
+    let _turn = target_turn(to);
     let mut k = 0u32;
     loop {
         match std::fs::rename(from, to) {
@@ -39,33 +45,53 @@ pub fn rename_replace(from: &str, to: &str) -> std::io::Result<()> {
     }
 }
 
+/// One of 64 striped locks chosen by the (case-folded) target path.
+fn target_turn(to: &str) -> std::sync::MutexGuard<'static, ()> {
+    use std::hash::{Hash, Hasher};
+    static STRIPES: [std::sync::Mutex<()>; 64] = [const { std::sync::Mutex::new(()) }; 64];
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    to.to_lowercase().hash(&mut h);
+    STRIPES[(h.finish() % 64) as usize]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 /// Open for reading (Windows has no FIFOs at ordinary paths; named pipes live under `\\.\pipe`).
 pub fn open_read_nonblocking(path: &str) -> std::io::Result<File> {
     OpenOptions::new().read(true).open(path)
 }
 
-/// Positioned reads with the Unix `FileExt` signature. On Windows the handle's cursor moves
-/// too; callers never rely on it.
+/// Positioned reads with the Unix `FileExt` signature and semantics: the file cursor is left
+/// where it was (Windows' positioned `ReadFile` moves it, and callers mix positioned reads
+/// with sequential ones on the same handle).
 pub trait FileReadAt {
     /// Fill `buf` from `offset`; `UnexpectedEof` when the file ends first.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
 }
 
 impl FileReadAt for File {
-    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-        while !buf.is_empty() {
-            match self.seek_read(buf, offset) {
-                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    buf = &mut buf[n..];
-                    offset += n as u64;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let mut handle = self;
+        let cursor = handle.stream_position()?;
+        let result = read_exact_at_moving(self, buf, offset);
+        handle.seek(SeekFrom::Start(cursor))?;
+        result
     }
+}
+
+fn read_exact_at_moving(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// FILETIME (100 ns since 1601) → (seconds, nanoseconds) since the epoch, as libuv converts.
