@@ -195,3 +195,30 @@ test('store round trip: native writes, the JS backend reads the same entry', asy
   await native.removeEntry(a, e.entryId)
   assert.deepStrictEqual(await js.listEntries(a), [])
 })
+
+test('fs errors carry the platform\'s code, errno and message (rename over a directory)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-platform-'))
+  const target = path.join(dir, 'd.json')
+  fs.mkdirSync(path.join(target, 'inner'), { recursive: true })
+  const src = path.join(dir, 'src.tmp')
+  fs.writeFileSync(src, 'x')
+  let want
+  try {
+    fs.renameSync(src, target)
+  } catch (err) {
+    want = err
+  }
+  let got
+  try {
+    lib.atomic.writeFileAtomicSync(target, 'x')
+  } catch (err) {
+    got = err
+  }
+  assert.ok(want && got)
+  // EISDIR -21 on Linux, EISDIR -21 on macOS, EPERM -4048 on Windows: Node's own numbers.
+  for (const key of ['code', 'errno', 'syscall']) assert.equal(got[key], want[key], key)
+  assert.equal(got.message.split(',')[0], want.message.split(',')[0])
+  assert.equal(got.dest, target)
+  assert.deepEqual(fs.readdirSync(dir).sort(), ['d.json', 'src.tmp'])
+  fs.rmSync(dir, { recursive: true, force: true })
+})

@@ -44,6 +44,7 @@ for f in __test__/*.test.js; do
   FILES+=("$f")
 done
 start=$(date +%s)
+export PI_NATIVE_EMULATED=qemu # lets timing-bound and qemu-artifact checks step aside
 PI_NATIVE_BACKEND=native "$BIN/node" -e 'const b=require("./lib/binding.js"); if (b.backend!=="native") process.exit(1); console.log("backend:", b.backend, require("./index.js").__napiBindingTarget ?? "")'
 NODE_OPTIONS="$EMU_OPTS" "$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
 echo "arm64 suite: $(( $(date +%s) - start ))s"
