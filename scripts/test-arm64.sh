@@ -3,6 +3,7 @@
 # under qemu-aarch64-static, loading pi-native.linux-arm64-gnu.node from the package root; then
 # a consumer test: `npm pack`, install the tarball into a fresh project and use it, all under
 # arm64 emulation. Build first: scripts/build-targets.sh aarch64-unknown-linux-gnu
+#   scripts/test-arm64.sh [test files]   # default: the whole suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,11 +39,13 @@ case "$arch" in arm64*) ;; *) echo "not arm64" >&2; exit 1 ;; esac
 # The suite: every file except the ones whose subject is the x64 host's own toolchain.
 #  - package.test.js packs and installs with the host npm/tsc (the consumer test below covers
 #    the arm64 install instead).
-FILES=()
-for f in __test__/*.test.js; do
-  case "$f" in __test__/package.test.js) continue ;; esac
-  FILES+=("$f")
-done
+FILES=("$@")
+if [ ${#FILES[@]} -eq 0 ]; then
+  for f in __test__/*.test.js; do
+    case "$f" in __test__/package.test.js) continue ;; esac
+    FILES+=("$f")
+  done
+fi
 start=$(date +%s)
 export PI_NATIVE_EMULATED=qemu # lets timing-bound and qemu-artifact checks step aside
 PI_NATIVE_BACKEND=native "$BIN/node" -e 'const b=require("./lib/binding.js"); if (b.backend!=="native") process.exit(1); console.log("backend:", b.backend, require("./index.js").__napiBindingTarget ?? "")'
@@ -57,10 +60,12 @@ TARBALL=$(ls "$WORK"/pi-native-*.tgz)
 mkdir "$WORK/consumer"
 cd "$WORK/consumer"
 echo '{"name":"consumer","private":true}' > package.json
-PATH="$BIN:$PATH" npm install --no-audit --no-fund --omit=optional "$TARBALL" >/dev/null
+# npm itself runs on the emulated arm64 Node, so its os/cpu/libc checks see linux-arm64-glibc.
+NPM_CLI=$(readlink -f "$(command -v npm)")
+PATH="$BIN:$PATH" "$BIN/node" "$NPM_CLI" install --no-audit --no-fund --omit=optional "$TARBALL" >/dev/null
 cat > use.js <<'JS'
 const assert = require('node:assert')
-const { backend } = require('pi-native/lib/binding.js')
+const { backend } = require('pi-native')
 assert.strictEqual(process.arch, 'arm64')
 assert.strictEqual(backend, 'native')
 const live = require('pi-native/liveness')
@@ -68,6 +73,7 @@ assert.strictEqual(live.isReloadSessionProcessAlive(process.pid), true)
 assert.strictEqual(typeof live.getProcessStartTime(process.pid), 'number')
 const store = require('pi-native/process-matrix-store')
 assert.strictEqual(typeof store.processMatrixDir, 'function')
-console.log('consumer on arm64: native backend OK')
+const files = require('node:fs').readdirSync(require('node:path').dirname(require.resolve('pi-native/package.json')))
+console.log('consumer on arm64: native backend OK; binaries in the installed package:', files.filter((f) => f.endsWith('.node')).join(' '))
 JS
 "$BIN/node" use.js
