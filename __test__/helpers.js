@@ -28,15 +28,20 @@ function procState(pid) {
   }
 }
 
+// Windows has no `sleep` / `true` programs: Node itself stands in for them there.
+const isWin = process.platform === 'win32'
+
 /** A live child (sleep) that the test must kill. */
 function liveChild(seconds = 60) {
-  const child = spawn('sleep', [String(seconds)], { stdio: 'ignore' })
+  const child = isWin
+    ? spawn(process.execPath, ['-e', `setTimeout(() => {}, ${seconds * 1000})`], { stdio: 'ignore' })
+    : spawn('sleep', [String(seconds)], { stdio: 'ignore' })
   return child
 }
 
 /** A pid of a child that has exited and been reaped by Node. */
 async function reapedPid() {
-  const child = spawn('true', [], { stdio: 'ignore' })
+  const child = isWin ? spawn(process.execPath, ['-e', ''], { stdio: 'ignore' }) : spawn('true', [], { stdio: 'ignore' })
   await new Promise((r) => child.once('exit', r))
   return child.pid
 }

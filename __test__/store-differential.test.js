@@ -317,7 +317,9 @@ for (const [name, s] of backends()) {
     assert.ok(want.length > 15)
   })
 
-  test(`${name}: a FIFO or a directory named *.json reads as absent and never hangs`, async () => {
+  // mkfifo: Windows has no FIFOs at file-system paths (named pipes live under \\.\pipe\).
+  const noFifo = process.platform === 'win32' && 'no FIFOs at file-system paths on Windows'
+  test(`${name}: a FIFO or a directory named *.json reads as absent and never hangs`, { skip: noFifo }, async () => {
     const a = tempAgentDir()
     const good = makeEntry('worker', 'good')
     await s.writeEntry(a, good)

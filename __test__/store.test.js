@@ -116,10 +116,12 @@ for (const [name, s] of backends()) {
     await Promise.all(payloads.map((p) => s.writeFileAtomic(file, p)))
     assert.ok(payloads.includes(fs.readFileSync(file, 'utf8')))
     assert.deepEqual(fs.readdirSync(path.dirname(file)), ['c.txt'])
-    // A failing write (target is a directory) leaves no temp file.
+    // A failing write (target is a directory) leaves no temp file. Renaming a file over a
+    // directory is EISDIR on POSIX, EPERM on Windows (as Node's own fs.renameSync reports).
     fs.mkdirSync(path.join(d, 'dir.json', 'inner'), { recursive: true })
-    assert.throws(() => s.writeFileAtomicSync(path.join(d, 'dir.json'), 'x'), { code: 'EISDIR', syscall: 'rename' })
-    await assert.rejects(s.writeFileAtomic(path.join(d, 'dir.json'), 'x'), { code: 'EISDIR' })
+    const overDir = process.platform === 'win32' ? 'EPERM' : 'EISDIR'
+    assert.throws(() => s.writeFileAtomicSync(path.join(d, 'dir.json'), 'x'), { code: overDir, syscall: 'rename' })
+    await assert.rejects(s.writeFileAtomic(path.join(d, 'dir.json'), 'x'), { code: overDir })
     assert.deepEqual(fs.readdirSync(d).sort(), ['a', 'dir.json'])
     if (process.getuid?.() !== 0) return
     // mode honored (umask applies)

@@ -27,10 +27,10 @@ pub enum FsError {
 
 impl FsError {
     pub fn io(err: &std::io::Error, syscall: &'static str, path: &str) -> FsError {
-        let raw = err.raw_os_error().unwrap_or(libc::EIO);
+        let (code, errno) = os_error(err);
         FsError::Io {
-            code: code_name(raw),
-            errno: -raw,
+            code,
+            errno,
             syscall,
             path: path.to_string(),
             dest: None,
@@ -65,12 +65,12 @@ impl fmt::Display for FsError {
         match self {
             FsError::Io {
                 code,
-                errno,
+                errno: _,
                 syscall,
                 path,
                 dest,
             } => {
-                write!(f, "{code}: {}, {syscall} '{path}'", description(-errno))?;
+                write!(f, "{code}: {}, {syscall} '{path}'", description(code))?;
                 if let Some(d) = dest {
                     write!(f, " -> '{d}'")?;
                 }
@@ -88,7 +88,26 @@ impl fmt::Display for FsError {
     }
 }
 
+/// The libuv code name and Node `errno` of an OS error (Linux, macOS: `-errno`).
+#[cfg(unix)]
+pub fn os_error(err: &std::io::Error) -> (&'static str, i32) {
+    let raw = err.raw_os_error().unwrap_or(libc::EIO);
+    (code_name(raw), -raw)
+}
+
+/// The libuv code name and Node `errno` of an OS error (Windows: the Win32 error translated as
+/// libuv's `uv_translate_sys_error` does, and libuv's own negative Windows numbers).
+#[cfg(windows)]
+pub fn os_error(err: &std::io::Error) -> (&'static str, i32) {
+    let code = match err.raw_os_error() {
+        Some(raw) => win32_code_name(raw as u32),
+        None => "EIO",
+    };
+    (code, uv_win_errno(code))
+}
+
 /// libuv's error name for an errno.
+#[cfg(unix)]
 pub fn code_name(e: i32) -> &'static str {
     match e {
         libc::ENOENT => "ENOENT",
@@ -116,30 +135,88 @@ pub fn code_name(e: i32) -> &'static str {
     }
 }
 
-/// libuv's `uv_strerror` text for an errno.
-fn description(e: i32) -> &'static str {
+/// libuv's name for a Win32 error code (the file-system subset of `uv_translate_sys_error`).
+pub fn win32_code_name(e: u32) -> &'static str {
     match e {
-        libc::ENOENT => "no such file or directory",
-        libc::EACCES => "permission denied",
-        libc::EEXIST => "file already exists",
-        libc::ENOTDIR => "not a directory",
-        libc::EISDIR => "illegal operation on a directory",
-        libc::ENOTEMPTY => "directory not empty",
-        libc::EPERM => "operation not permitted",
-        libc::EROFS => "read-only file system",
-        libc::ENOSPC => "no space left on device",
-        libc::EBUSY => "resource busy or locked",
-        libc::EXDEV => "cross-device link not permitted",
-        libc::ENAMETOOLONG => "name too long",
-        libc::ELOOP => "too many symbolic links encountered",
-        libc::EINVAL => "invalid argument",
-        libc::EMFILE => "too many open files",
-        libc::ENFILE => "file table overflow",
-        libc::EIO => "i/o error",
-        libc::EAGAIN => "resource temporarily unavailable",
-        libc::EBADF => "bad file descriptor",
-        libc::EDQUOT => "disk quota exceeded",
-        libc::ESTALE => "stale file handle",
+        1 => "EISDIR", // ERROR_INVALID_FUNCTION
+        2 | 3 | 15 | 53 | 67 | 123 | 126 | 161 | 203 | 267 => "ENOENT", // not found / bad name
+        4 => "EMFILE", // ERROR_TOO_MANY_OPEN_FILES
+        5 | 1314 => "EPERM", // ERROR_ACCESS_DENIED, ERROR_PRIVILEGE_NOT_HELD
+        6 | 1004 => "EBADF", // ERROR_INVALID_HANDLE, ERROR_INVALID_FLAGS
+        8 | 14 => "ENOMEM", // ERROR_NOT_ENOUGH_MEMORY, ERROR_OUTOFMEMORY
+        13 | 87 | 122 | 1464 => "EINVAL", // invalid data / parameter, short buffer
+        17 => "EXDEV", // ERROR_NOT_SAME_DEVICE
+        19 => "EROFS", // ERROR_WRITE_PROTECT
+        32 | 33 | 170 | 231 => "EBUSY", // sharing / lock violation, busy
+        39 | 82 | 112 | 277 | 1100 => "ENOSPC", // disk full
+        50 => "ENOTSUP", // ERROR_NOT_SUPPORTED
+        80 | 183 => "EEXIST", // ERROR_FILE_EXISTS, ERROR_ALREADY_EXISTS
+        111 | 206 => "ENAMETOOLONG", // ERROR_BUFFER_OVERFLOW, ERROR_FILENAME_EXCED_RANGE
+        145 => "ENOTEMPTY", // ERROR_DIR_NOT_EMPTY
+        232 => "EAGAIN", // ERROR_NO_DATA
+        740 | 998 | 1920 => "EACCES", // elevation required, no access, can't access file
+        1921 => "ELOOP", // ERROR_CANT_RESOLVE_FILENAME
+        23 | 31 | 110 | 156 | 1101..=1106 | 1111 | 1117 | 1129 | 1165 | 1166 | 1393 => "EIO",
+        _ => "UNKNOWN",
+    }
+}
+
+/// libuv's negative error numbers on Windows (`UV__E*` in uv/errno.h).
+#[cfg(windows)]
+pub fn uv_win_errno(code: &str) -> i32 {
+    match code {
+        "EACCES" => -4092,
+        "EAGAIN" => -4088,
+        "EBADF" => -4083,
+        "EBUSY" => -4082,
+        "EEXIST" => -4075,
+        "EINVAL" => -4071,
+        "EIO" => -4070,
+        "EISDIR" => -4068,
+        "ELOOP" => -4067,
+        "EMFILE" => -4066,
+        "ENAMETOOLONG" => -4064,
+        "ENFILE" => -4061,
+        "ENOENT" => -4058,
+        "ENOMEM" => -4057,
+        "ENOSPC" => -4055,
+        "ENOTDIR" => -4052,
+        "ENOTEMPTY" => -4051,
+        "ENOTSUP" => -4049,
+        "EPERM" => -4048,
+        "EROFS" => -4043,
+        "ESRCH" => -4040,
+        "EXDEV" => -4037,
+        _ => -4094, // UV_UNKNOWN
+    }
+}
+
+/// libuv's `uv_strerror` text for an error name.
+fn description(code: &str) -> &'static str {
+    match code {
+        "ENOENT" => "no such file or directory",
+        "EACCES" => "permission denied",
+        "EEXIST" => "file already exists",
+        "ENOTDIR" => "not a directory",
+        "EISDIR" => "illegal operation on a directory",
+        "ENOTEMPTY" => "directory not empty",
+        "EPERM" => "operation not permitted",
+        "EROFS" => "read-only file system",
+        "ENOSPC" => "no space left on device",
+        "EBUSY" => "resource busy or locked",
+        "EXDEV" => "cross-device link not permitted",
+        "ENAMETOOLONG" => "name too long",
+        "ELOOP" => "too many symbolic links encountered",
+        "EINVAL" => "invalid argument",
+        "EMFILE" => "too many open files",
+        "ENFILE" => "file table overflow",
+        "EIO" => "i/o error",
+        "EAGAIN" => "resource temporarily unavailable",
+        "EBADF" => "bad file descriptor",
+        "EDQUOT" => "disk quota exceeded",
+        "ESTALE" => "stale file handle",
+        "ENOMEM" => "not enough memory",
+        "ENOTSUP" => "operation not supported on socket",
         _ => "unknown error",
     }
 }

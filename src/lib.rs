@@ -12,5 +12,6 @@ pub mod json;
 pub mod jsstr;
 pub mod liveness;
 pub mod nodepath;
+pub mod platform;
 pub mod session;
 pub mod store;

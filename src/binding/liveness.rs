@@ -7,16 +7,34 @@ use napi_derive::napi;
 
 use crate::liveness::{self as core, KillArg, ProbeError};
 
+/// libuv's number for an error name, as Node puts it on `err.errno` (POSIX: `-errno`;
+/// Windows: libuv's own `UV__E*` numbers).
+fn uv_errno(name: &str) -> i32 {
+    #[cfg(unix)]
+    {
+        match name {
+            "ESRCH" => -libc::ESRCH,
+            "EPERM" => -libc::EPERM,
+            _ => -libc::EINVAL,
+        }
+    }
+    #[cfg(windows)]
+    {
+        crate::fserror::uv_win_errno(name)
+    }
+}
+
 /// `kill(pid, 0)`: 0 on success, else the negative errno Node reports for `process.kill`.
 #[napi(catch_unwind)]
 pub fn kill0(pid: i32) -> i32 {
     match core::kill_probe(&KillArg::Pid(pid)) {
         Ok(()) => 0,
-        Err(ProbeError::Esrch) => -libc::ESRCH,
-        Err(ProbeError::Eperm) => -libc::EPERM,
+        Err(ProbeError::Esrch) => uv_errno("ESRCH"),
+        Err(ProbeError::Eperm) => uv_errno("EPERM"),
         Err(ProbeError::Errno(e)) => -e,
+        Err(ProbeError::Code(name)) => uv_errno(name),
         // Not produced for a `KillArg::Pid`.
-        Err(_) => -libc::EINVAL,
+        Err(_) => uv_errno("EINVAL"),
     }
 }
 

@@ -7,9 +7,9 @@
 //! before the answer matters (DESIGN W-A2). Every other file takes the exact full-file path
 //! (A20–A21), streamed line by line.
 
+use crate::platform::fs::FileReadAt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -96,8 +96,7 @@ pub fn recover(
 
 /// Node's `Stats#mtimeMs`: seconds × 1e3 + nanoseconds / 1e6, in double arithmetic.
 fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
-    use std::os::unix::fs::MetadataExt;
-    meta.mtime() as f64 * 1e3 + meta.mtime_nsec() as f64 / 1e6
+    crate::platform::fs::mtime_ms(meta)
 }
 
 /// A13–A14: names to try, id-matched first, newest first, at most `max_files`.

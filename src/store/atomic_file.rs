@@ -4,33 +4,26 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 
 use crate::fserror::FsError;
+use crate::platform;
 
-/// Node's POSIX `path.dirname`.
+/// Node's `path.dirname` of the host platform (SPEC G6).
 pub fn dirname(p: &str) -> String {
-    let trimmed = p.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return if p.starts_with('/') {
-            "/".into()
-        } else {
-            ".".into()
-        };
-    }
-    match trimmed.rfind('/') {
-        None => ".".into(),
-        Some(i) => {
-            let head = trimmed[..i].trim_end_matches('/');
-            if head.is_empty() {
-                "/".into()
-            } else {
-                head.to_string()
-            }
-        }
-    }
+    crate::nodepath::dirname(p)
 }
 
+/// `fs.mkdirSync(dir, { recursive: true })` on Windows: std's recursive create (the exact
+/// error walk below is POSIX errno-based).
+#[cfg(not(unix))]
+pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
+    if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| FsError::io(&e, "mkdir", dir))
+}
+
+#[cfg(unix)]
 /// `fs.mkdirSync(dir, { recursive: true })`, with Node's errors: Node walks up on ENOENT and
 /// back down, reports every failure against `dir` itself, and turns "a path component is a
 /// file" into ENOTDIR (EEXIST only when `dir` itself is a non-directory).
@@ -82,42 +75,10 @@ pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
     Ok(())
 }
 
-/// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format).
+/// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format), from the OS
+/// random source (getrandom / getentropy / ProcessPrng) through the `uuid` crate.
 pub fn random_uuid() -> String {
-    let mut b = [0u8; 16];
-    fill_random(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-fn fill_random(buf: &mut [u8]) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
-        let n =
-            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
-        if n <= 0 {
-            // getrandom cannot fail for 16 bytes once the pool is ready; never loop forever.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            for (i, x) in buf[filled..].iter_mut().enumerate() {
-                *x = (t >> ((i % 16) * 8)) as u8 ^ (std::process::id() as u8);
-            }
-            return;
-        }
-        filled += n as usize;
-    }
+    uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 /// The temp name of B19: `<filePath>.<pid>.<uuid>.tmp` (filePath as given).
@@ -170,13 +131,10 @@ fn write_and_rename(
     durable: bool,
     publish: Publish,
 ) -> Result<(), FsError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .truncate(true)
-        .mode(mode)
-        .open(tmp)
-        .map_err(|e| FsError::io(&e, "open", tmp))?;
+    let mut opts = OpenOptions::new();
+    opts.write(true).create_new(true).truncate(true);
+    platform::fs::set_create_mode(&mut opts, mode);
+    let mut f = opts.open(tmp).map_err(|e| FsError::io(&e, "open", tmp))?;
     f.write_all(content)
         .map_err(|e| FsError::io(&e, "write", tmp))?;
     if durable {
@@ -184,7 +142,8 @@ fn write_and_rename(
     }
     drop(f);
     publish(&|| {
-        std::fs::rename(tmp, file).map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))
+        platform::fs::rename_replace(tmp, file)
+            .map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))
     })?;
     if durable {
         let dir = dirname(file);
@@ -199,6 +158,7 @@ fn write_and_rename(
 mod tests {
     use super::*;
 
+    #[cfg(not(windows))]
     #[test]
     fn dirname_like_node() {
         assert_eq!(dirname("/a/b/c.json"), "/a/b");

@@ -11,14 +11,12 @@
 
 use std::collections::HashSet;
 use std::collections::{HashMap, VecDeque};
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::fserror::FsError;
 use crate::nodepath;
+use crate::platform;
 
 /// proper-lockfile floors staleness at 2000 ms; the store's effective threshold is exactly that.
 pub const MIN_STALE_MS: u64 = 2000;
@@ -344,28 +342,26 @@ fn still_ours(lock_path: &str, disk: &mut Disk) -> bool {
         return false;
     }
     let Some(id) = disk.id else { return false };
-    let ours = matches!(std::fs::metadata(lock_path), Ok(meta) if dir_id(&meta) == id);
+    let ours = matches!(std::fs::metadata(lock_path), Ok(meta) if dir_id(lock_path, &meta) == id);
     if !ours {
         disk.compromised = true;
     }
     ours
 }
 
-fn dir_id(meta: &std::fs::Metadata) -> DirId {
+fn dir_id(path: &str, meta: &std::fs::Metadata) -> DirId {
+    let (dev, ino) = platform::fs::file_id(path, meta);
     DirId {
-        dev: meta.dev(),
-        ino: meta.ino(),
-        mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        dev,
+        ino,
+        mtime_ns: platform::fs::mtime_ns(meta),
     }
 }
 
 /// L1: the lock directory for a target.
 pub fn lock_path_for(file: &str, realpath: bool) -> Result<(String, String), FsError> {
     let target = if realpath {
-        std::fs::canonicalize(file)
-            .map_err(|e| FsError::io(&e, "realpath", file))?
-            .to_string_lossy()
-            .into_owned()
+        platform::fs::realpath(file).map_err(|e| FsError::io(&e, "realpath", file))?
     } else {
         nodepath::resolve(file)
     };
@@ -394,7 +390,7 @@ fn attempt_on_disk(lock_path: &str, file: &str, stale_ms: u64) -> Result<DirId, 
         }
         Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
     };
-    let mtime_ms = meta.mtime() as i128 * 1000 + (meta.mtime_nsec() as i128) / 1_000_000;
+    let mtime_ms = platform::fs::mtime_ns(&meta).div_euclid(1_000_000);
     let stale = mtime_ms < now_ms() as i128 - stale_ms as i128;
     if !stale {
         return Err(FsError::Locked {
@@ -423,7 +419,7 @@ fn locked_if_exists(e: FsError, file: &str) -> FsError {
 fn mkdir_and_stat(lock_path: &str) -> Result<DirId, FsError> {
     std::fs::create_dir(lock_path).map_err(|e| FsError::io(&e, "mkdir", lock_path))?;
     match std::fs::metadata(lock_path) {
-        Ok(meta) => Ok(dir_id(&meta)),
+        Ok(meta) => Ok(dir_id(lock_path, &meta)),
         Err(e) => {
             let _ = std::fs::remove_dir(lock_path);
             Err(FsError::io(&e, "stat", lock_path))
@@ -476,7 +472,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
             Err(err) => {
                 let retryable = match opts.retry {
                     Retry::Async { .. } => true,
-                    Retry::Sync { .. } => err.is("ELOCKED"),
+                    Retry::Sync { .. } => platform::fs::sync_lock_retryable(&err),
                 };
                 errors.push(err);
                 if !retryable || k >= attempts {
@@ -656,25 +652,15 @@ fn refresh_loop() {
 
 fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
     let meta = std::fs::metadata(lock_path).ok()?;
-    if dir_id(&meta) != id {
+    if dir_id(lock_path, &meta) != id {
         return None;
     }
-    if touch_now(lock_path).is_err() {
+    if !platform::fs::touch_now(lock_path) {
         return Some(id);
     }
-    std::fs::metadata(lock_path).ok().map(|m| dir_id(&m))
-}
-
-/// Set a directory's atime and mtime to now.
-fn touch_now(path: &str) -> std::io::Result<()> {
-    let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
-    // SAFETY: c is a valid NUL-terminated path; a null times pointer means "now" for both.
-    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    std::fs::metadata(lock_path)
+        .ok()
+        .map(|m| dir_id(lock_path, &m))
 }
 
 /// The `exit` event of the JS environment `owner` (L8): locks held for JS callbacks that can
@@ -746,6 +732,7 @@ pub fn release_all(owner: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
 
     fn tmp(name: &str) -> String {
         let d = std::env::temp_dir().join(format!("pi-native-lock-{}-{name}", std::process::id()));

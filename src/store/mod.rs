@@ -11,11 +11,11 @@ pub mod lock;
 pub mod lock_watch;
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 
 use crate::fserror::FsError;
 use crate::json::{self, Json};
 use crate::nodepath;
+use crate::platform;
 use atomic_file::{dirname, mkdir_p};
 use entry::{Exp, Verdict};
 use lock::{LockGuard, LockOptions};
@@ -36,11 +36,7 @@ pub fn read_text(path: &str) -> Option<String> {
     if path.contains('\0') {
         return None;
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let mut f = platform::fs::open_read_nonblocking(path).ok()?;
     let meta = f.metadata().ok()?;
     let ft = meta.file_type();
     if !ft.is_file() {

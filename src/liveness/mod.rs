@@ -6,6 +6,41 @@
 
 use crate::jsstr::{js_split_whitespace, js_string_to_number, to_int32};
 
+// Per-OS primitives: `raw_kill0` (the kill(pid, 0) probe as libuv does it), `os_hostname`,
+// `legacy_start_time_after_gate` (C4's platform branch) and `os_stat` (zombie state, start).
+#[cfg(target_os = "macos")]
+mod darwin;
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(unix)]
+mod unix;
+#[cfg(windows)]
+mod windows;
+
+#[cfg(target_os = "macos")]
+use darwin::{legacy_start_time_after_gate, os_stat};
+#[cfg(target_os = "linux")]
+use linux::{legacy_start_time_after_gate, os_stat};
+#[cfg(unix)]
+pub use unix::os_hostname;
+#[cfg(unix)]
+use unix::raw_kill0;
+#[cfg(windows)]
+pub use windows::os_hostname;
+#[cfg(windows)]
+use windows::{legacy_start_time_after_gate, os_stat, raw_kill0};
+
+/// C4 and the identity API answer "unknown" on platforms without a start-time source.
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+fn legacy_start_time_after_gate(_pid: &KillArg, _pid_text: &str) -> Option<f64> {
+    None
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+fn os_stat(_pid: i32) -> Option<OsStat> {
+    None
+}
+
 /// A JS value as `process.kill` would see it: accepted iff `pid == (pid | 0)` (SPEC C0).
 #[derive(Debug, Clone, PartialEq)]
 pub enum KillArg {
@@ -48,6 +83,8 @@ pub enum ProbeError {
     Eperm,
     /// Any other errno from kill(2); Node's message is `kill <CODE>`.
     Errno(i32),
+    /// Any other libuv error, by name (Windows: a translated Win32 error); `kill <CODE>`.
+    Code(&'static str),
     /// ERR_INVALID_ARG_TYPE (message as Node builds it).
     InvalidArg(String),
     /// The argument conversion itself threw.
@@ -61,6 +98,7 @@ impl ProbeError {
             ProbeError::Esrch => "kill ESRCH".to_string(),
             ProbeError::Eperm => "kill EPERM".to_string(),
             ProbeError::Errno(e) => format!("kill {}", errno_name(*e)),
+            ProbeError::Code(c) => format!("kill {c}"),
             ProbeError::InvalidArg(m) => m.clone(),
             ProbeError::Uncoercible => "Cannot convert value to a number".to_string(),
         }
@@ -85,26 +123,6 @@ pub fn kill_probe(arg: &KillArg) -> Result<(), ProbeError> {
         KillArg::InvalidType(m) => Err(ProbeError::InvalidArg(m.clone())),
         KillArg::Uncoercible => Err(ProbeError::Uncoercible),
     }
-}
-
-#[cfg(unix)]
-fn raw_kill0(pid: i32) -> Result<(), ProbeError> {
-    // SAFETY: kill with signal 0 only checks for existence and permission; no memory involved.
-    let rc = unsafe { libc::kill(pid, 0) };
-    if rc == 0 {
-        return Ok(());
-    }
-    match std::io::Error::last_os_error().raw_os_error().unwrap_or(0) {
-        libc::ESRCH => Err(ProbeError::Esrch),
-        libc::EPERM => Err(ProbeError::Eperm),
-        e => Err(ProbeError::Errno(e)),
-    }
-}
-
-#[cfg(not(unix))]
-fn raw_kill0(_pid: i32) -> Result<(), ProbeError> {
-    // Only unix targets are built natively; other platforms use the js/ backend.
-    Err(ProbeError::Errno(libc::ENOSYS))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -174,38 +192,6 @@ pub fn check_process_liveness(pid: Option<f64>, js_text: impl FnOnce() -> String
 pub fn legacy_start_time(pid: &KillArg, pid_text: impl FnOnce() -> Option<String>) -> Option<f64> {
     kill_probe(pid).ok()?;
     legacy_start_time_after_gate(pid, &pid_text()?)
-}
-
-#[cfg(target_os = "linux")]
-fn legacy_start_time_after_gate(pid: &KillArg, pid_text: &str) -> Option<f64> {
-    // The canonical decimal form of a positive pid can use the cached stat handle; any other
-    // spelling (" 12", "0x1f", …) is read by its literal path, exactly as the original does.
-    let text = match pid {
-        KillArg::Pid(p) if *p > 0 && pid_text == p.to_string() => {
-            procfs::with_stat(*p, |t| stat_field_after_comm(t, 19))?
-        }
-        _ => {
-            let bytes = std::fs::read(format!("/proc/{pid_text}/stat")).ok()?;
-            stat_field_after_comm(&String::from_utf8_lossy(&bytes), 19)
-        }
-    };
-    let ticks = text?;
-    Some((ticks * 100.0).floor())
-}
-
-#[cfg(target_os = "macos")]
-fn legacy_start_time_after_gate(pid: &KillArg, _pid_text: &str) -> Option<f64> {
-    // The original shells out to `ps -o lstart=` (second resolution, epoch ms).
-    let KillArg::Pid(p) = pid else { return None };
-    if *p <= 0 {
-        return None;
-    }
-    darwin::bsd_info(*p).map(|i| i.start_sec as f64 * 1000.0)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn legacy_start_time_after_gate(_pid: &KillArg, _pid_text: &str) -> Option<f64> {
-    None
 }
 
 /// The original's procfs parse: text after the LAST `)`, JS-trimmed, split on JS white space,
@@ -298,147 +284,12 @@ pub fn is_same_process(pid: i32, start_time_ms: f64) -> bool {
     }
 }
 
+/// What the OS says about a process beyond kill(pid, 0).
 struct OsStat {
+    /// Exited but not reaped (never on Windows: an exited process fails the probe).
     zombie: bool,
+    /// True start time in epoch ms, when the platform exposes it.
     start_time_ms: Option<f64>,
-}
-
-#[cfg(target_os = "linux")]
-fn os_stat(pid: i32) -> Option<OsStat> {
-    let (zombie, ticks) = procfs::with_stat(pid, |text| {
-        let close = text.rfind(')')?;
-        let mut fields = text[close + 1..].split_ascii_whitespace();
-        // Z = zombie, X/x = dead (seen only transiently while being reaped).
-        let zombie = matches!(fields.next()?, "Z" | "X" | "x");
-        let ticks: u64 = fields.nth(18)?.parse().ok()?;
-        Some((zombie, ticks))
-    })??;
-    let start_time_ms = procfs::boot_time_ms().map(|boot| {
-        let hz = procfs::clock_ticks_per_second();
-        (boot + ticks * 1000 / hz) as f64
-    });
-    Some(OsStat {
-        zombie,
-        start_time_ms,
-    })
-}
-
-#[cfg(target_os = "linux")]
-mod procfs {
-    use std::collections::HashMap;
-    use std::fs::File;
-    use std::os::unix::fs::FileExt;
-    use std::sync::{Mutex, OnceLock};
-
-    /// Open `/proc/<pid>/stat` handles, re-read with pread: about half the cost of
-    /// open+read+close. A handle is bound to the process it was opened for, not to the number:
-    /// once that process is reaped, reads fail (ESRCH) and the entry is reopened, so a reused
-    /// pid can never be answered from the old process's handle.
-    static HANDLES: OnceLock<Mutex<HashMap<i32, File>>> = OnceLock::new();
-    const MAX_HANDLES: usize = 64;
-
-    /// Apply `f` to the text of `/proc/<pid>/stat`; None when the process is gone.
-    pub fn with_stat<R>(pid: i32, f: impl FnOnce(&str) -> R) -> Option<R> {
-        // One stat line is well under 1 KiB; 4 KiB leaves room for any comm/field widths.
-        let mut buf = [0u8; 4096];
-        let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
-        let mut map = handles.lock().unwrap_or_else(|e| e.into_inner());
-        let mut n = map.get(&pid).and_then(|file| pread(file, &mut buf));
-        if n.is_none() {
-            map.remove(&pid);
-            let file = File::open(format!("/proc/{pid}/stat")).ok()?;
-            n = Some(pread(&file, &mut buf)?);
-            if map.len() >= MAX_HANDLES {
-                map.clear();
-            }
-            map.insert(pid, file);
-        }
-        drop(map);
-        let bytes = &buf[..n?];
-        Some(match std::str::from_utf8(bytes) {
-            Ok(text) => f(text),
-            Err(_) => f(&String::from_utf8_lossy(bytes)),
-        })
-    }
-
-    fn pread(file: &File, buf: &mut [u8]) -> Option<usize> {
-        match file.read_at(buf, 0) {
-            Ok(0) | Err(_) => None,
-            Ok(n) => Some(n),
-        }
-    }
-
-    /// `btime` of /proc/stat in ms. Read once: it only moves when the wall clock is stepped,
-    /// and identities compared within one process must not jitter.
-    pub fn boot_time_ms() -> Option<u64> {
-        static BOOT: OnceLock<Option<u64>> = OnceLock::new();
-        *BOOT.get_or_init(|| {
-            let text = std::fs::read_to_string("/proc/stat").ok()?;
-            let line = text.lines().find(|l| l.starts_with("btime "))?;
-            let secs: u64 = line[6..].trim().parse().ok()?;
-            Some(secs * 1000)
-        })
-    }
-
-    pub fn clock_ticks_per_second() -> u64 {
-        static HZ: OnceLock<u64> = OnceLock::new();
-        *HZ.get_or_init(|| {
-            // SAFETY: sysconf has no memory-safety preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-            if hz > 0 {
-                hz as u64
-            } else {
-                100
-            }
-        })
-    }
-}
-
-#[cfg(target_os = "macos")]
-fn os_stat(pid: i32) -> Option<OsStat> {
-    let info = darwin::bsd_info(pid)?;
-    Some(OsStat {
-        zombie: info.zombie,
-        start_time_ms: Some(info.start_sec as f64 * 1000.0 + (info.start_usec / 1000) as f64),
-    })
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn os_stat(_pid: i32) -> Option<OsStat> {
-    None
-}
-
-#[cfg(target_os = "macos")]
-mod darwin {
-    pub struct BsdInfo {
-        pub start_sec: u64,
-        pub start_usec: u64,
-        pub zombie: bool,
-    }
-
-    pub fn bsd_info(pid: i32) -> Option<BsdInfo> {
-        // SAFETY: proc_bsdinfo is plain old data; all-zero is a valid value.
-        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-        // SAFETY: the buffer is a properly sized, writable proc_bsdinfo.
-        let n = unsafe {
-            libc::proc_pidinfo(
-                pid,
-                libc::PROC_PIDTBSDINFO,
-                0,
-                &mut info as *mut _ as *mut libc::c_void,
-                size,
-            )
-        };
-        if n != size {
-            return None;
-        }
-        Some(BsdInfo {
-            start_sec: info.pbi_start_tvsec,
-            start_usec: info.pbi_start_tvusec,
-            zombie: info.pbi_status == libc::SZOMB as u32,
-        })
-    }
 }
 
 #[cfg(test)]

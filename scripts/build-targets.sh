@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds pi-native for every supported target into the package root, under the file names the
+# generated loader (index.js) looks for:
+#
+#   x86_64-unknown-linux-gnu        → pi-native.linux-x64-gnu.node   (napi build, host toolchain)
+#   aarch64-unknown-linux-gnu       → pi-native.linux-arm64-gnu.node (glibc ≥ 2.17)
+#   x86_64-pc-windows-gnu           → pi-native.win32-x64-msvc.node  (loads into the official,
+#                                     MSVC-built node.exe, which asks for the -msvc name)
+#   aarch64-apple-darwin            → pi-native.darwin-arm64.node
+#   x86_64-apple-darwin             → pi-native.darwin-x64.node
+#
+#   scripts/build-targets.sh [target ...]   # default: all five
+#
+# Cross targets use Debian's Rust 1.96 with -Zbuild-std and cargo-zigbuild (install them with
+# scripts/cross-toolchain.sh). Their build directory lives in the cache folder outside the
+# clone ($PI_NATIVE_CROSS_CACHE/target), so rebuilds and CI runs in fresh clones are incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+eval "$(scripts/cross-toolchain.sh)"
+ALL=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin)
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
+
+# The platform-arch-abi suffix the loader requires for each target.
+suffix() {
+  case "$1" in
+    x86_64-unknown-linux-gnu) echo linux-x64-gnu ;;
+    aarch64-unknown-linux-gnu) echo linux-arm64-gnu ;;
+    x86_64-pc-windows-gnu) echo win32-x64-msvc ;;
+    aarch64-apple-darwin) echo darwin-arm64 ;;
+    x86_64-apple-darwin) echo darwin-x64 ;;
+    *) echo "unknown target $1" >&2; return 1 ;;
+  esac
+}
+
+# What cargo produces for the cdylib on each target.
+artifact() {
+  case "$1" in
+    *-linux-*) echo libpi_native.so ;;
+    *-windows-*) echo pi_native.dll ;;
+    *-apple-*) echo libpi_native.dylib ;;
+  esac
+}
+
+for t in "${TARGETS[@]}"; do
+  out="pi-native.$(suffix "$t").node"
+  start=$(date +%s)
+  if [ "$t" = x86_64-unknown-linux-gnu ]; then
+    npx napi build --platform --release >&2
+  else
+    zt="$t"
+    strip=symbols
+    # Apple: rustc strips with rust-objcopy, which Debian's Rust lacks, and a strip after
+    # linking would break the ad-hoc code signature arm64 macOS requires: keep symbols.
+    case "$t" in *-apple-*) strip=false ;; esac
+    [ "$t" = aarch64-unknown-linux-gnu ] && zt="$t.2.17" # pin the glibc floor
+    log="$PI_NATIVE_CROSS_CACHE/build-$t.log"
+    if ! (
+      export PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PI_NATIVE_CROSS_CACHE/target"
+      export CARGO_PROFILE_RELEASE_STRIP=$strip
+      cargo-zigbuild build --release --target "$zt" -Zbuild-std=std,panic_abort
+    ) >"$log" 2>&1; then
+      tail -n 40 "$log" >&2
+      echo "build of $t failed (full log: $log)" >&2
+      exit 1
+    fi
+    cp "$PI_NATIVE_CROSS_CACHE/target/$t/release/$(artifact "$t")" "$ROOT/$out"
+  fi
+  echo "built $t -> $out in $(( $(date +%s) - start ))s ($(stat -c %s "$ROOT/$out") bytes)"
+done

@@ -1,0 +1,110 @@
+//! Linux: procfs-backed start times (C4) and zombie state (W-C1).
+
+use super::{stat_field_after_comm, KillArg, OsStat};
+
+/// C4 on Linux: `floor(ticks × 100)` from `/proc/<String(pid)>/stat` field 22.
+pub(super) fn legacy_start_time_after_gate(pid: &KillArg, pid_text: &str) -> Option<f64> {
+    // The canonical decimal form of a positive pid can use the cached stat handle; any other
+    // spelling (" 12", "0x1f", …) is read by its literal path, exactly as the original does.
+    let text = match pid {
+        KillArg::Pid(p) if *p > 0 && pid_text == p.to_string() => {
+            procfs::with_stat(*p, |t| stat_field_after_comm(t, 19))?
+        }
+        _ => {
+            let bytes = std::fs::read(format!("/proc/{pid_text}/stat")).ok()?;
+            stat_field_after_comm(&String::from_utf8_lossy(&bytes), 19)
+        }
+    };
+    let ticks = text?;
+    Some((ticks * 100.0).floor())
+}
+
+/// State and true start time from `/proc/<pid>/stat` (boot time + starttime / CLK_TCK).
+pub(super) fn os_stat(pid: i32) -> Option<OsStat> {
+    let (zombie, ticks) = procfs::with_stat(pid, |text| {
+        let close = text.rfind(')')?;
+        let mut fields = text[close + 1..].split_ascii_whitespace();
+        // Z = zombie, X/x = dead (seen only transiently while being reaped).
+        let zombie = matches!(fields.next()?, "Z" | "X" | "x");
+        let ticks: u64 = fields.nth(18)?.parse().ok()?;
+        Some((zombie, ticks))
+    })??;
+    let start_time_ms = procfs::boot_time_ms().map(|boot| {
+        let hz = procfs::clock_ticks_per_second();
+        (boot + ticks * 1000 / hz) as f64
+    });
+    Some(OsStat {
+        zombie,
+        start_time_ms,
+    })
+}
+
+mod procfs {
+    use std::collections::HashMap;
+    use std::fs::File;
+    use std::os::unix::fs::FileExt;
+    use std::sync::{Mutex, OnceLock};
+
+    /// Open `/proc/<pid>/stat` handles, re-read with pread: about half the cost of
+    /// open+read+close. A handle is bound to the process it was opened for, not to the number:
+    /// once that process is reaped, reads fail (ESRCH) and the entry is reopened, so a reused
+    /// pid can never be answered from the old process's handle.
+    static HANDLES: OnceLock<Mutex<HashMap<i32, File>>> = OnceLock::new();
+    const MAX_HANDLES: usize = 64;
+
+    /// Apply `f` to the text of `/proc/<pid>/stat`; None when the process is gone.
+    pub fn with_stat<R>(pid: i32, f: impl FnOnce(&str) -> R) -> Option<R> {
+        // One stat line is well under 1 KiB; 4 KiB leaves room for any comm/field widths.
+        let mut buf = [0u8; 4096];
+        let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
+        let mut map = handles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = map.get(&pid).and_then(|file| pread(file, &mut buf));
+        if n.is_none() {
+            map.remove(&pid);
+            let file = File::open(format!("/proc/{pid}/stat")).ok()?;
+            n = Some(pread(&file, &mut buf)?);
+            if map.len() >= MAX_HANDLES {
+                map.clear();
+            }
+            map.insert(pid, file);
+        }
+        drop(map);
+        let bytes = &buf[..n?];
+        Some(match std::str::from_utf8(bytes) {
+            Ok(text) => f(text),
+            Err(_) => f(&String::from_utf8_lossy(bytes)),
+        })
+    }
+
+    fn pread(file: &File, buf: &mut [u8]) -> Option<usize> {
+        match file.read_at(buf, 0) {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        }
+    }
+
+    /// `btime` of /proc/stat in ms. Read once: it only moves when the wall clock is stepped,
+    /// and identities compared within one process must not jitter.
+    pub fn boot_time_ms() -> Option<u64> {
+        static BOOT: OnceLock<Option<u64>> = OnceLock::new();
+        *BOOT.get_or_init(|| {
+            let text = std::fs::read_to_string("/proc/stat").ok()?;
+            let line = text.lines().find(|l| l.starts_with("btime "))?;
+            let secs: u64 = line[6..].trim().parse().ok()?;
+            Some(secs * 1000)
+        })
+    }
+
+    pub fn clock_ticks_per_second() -> u64 {
+        static HZ: OnceLock<u64> = OnceLock::new();
+        *HZ.get_or_init(|| {
+            // SAFETY: sysconf has no memory-safety preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+            if hz > 0 {
+                hz as u64
+            } else {
+                100
+            }
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! File-system primitives on Windows, matching what libuv (and so Node) does there.
+
+use std::fs::{File, FileTimes, Metadata, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::windows::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::windows::io::AsRawHandle;
+use std::time::{Duration, SystemTime};
+
+use windows_sys::Win32::Storage::FileSystem::{
+    GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_READONLY,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_WRITE_ATTRIBUTES,
+};
+
+use crate::fserror::{os_error, FsError};
+
+/// 100 ns intervals between 1601-01-01 (FILETIME epoch) and 1970-01-01.
+const FILETIME_UNIX_OFFSET: u64 = 116_444_736_000_000_000;
+
+/// libuv's create mode on Windows: a mode without the owner-write bit (0o200) makes the new
+/// file read-only; nothing else of the mode applies.
+pub fn set_create_mode(opts: &mut OpenOptions, mode: u32) {
+    if mode & 0o200 == 0 {
+        opts.attributes(FILE_ATTRIBUTE_READONLY);
+    }
+}
+
+/// B19 on win32: rename over the target, retrying EPERM/EACCES/EBUSY (a reader or virus
+/// scanner holding the target open) up to 9 more times after waits of min(10·2^k, 200) ms.
+///
+/// Renames onto one target from this process are serialized first: Windows refuses a
+/// replace while another replace of the same file is in flight (EPERM), and the async API can
+/// run many writes of one file on parallel threads, where Node runs at most four.
+pub fn rename_replace(from: &str, to: &str) -> std::io::Result<()> {
+    let _turn = target_turn(to);
+    let mut k = 0u32;
+    loop {
+        match std::fs::rename(from, to) {
+            Ok(()) => return Ok(()),
+            Err(e) if k < 9 && matches!(os_error(&e).0, "EPERM" | "EACCES" | "EBUSY") => {
+                std::thread::sleep(Duration::from_millis((10u64 << k).min(200)));
+                k += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One of 64 striped locks chosen by the (case-folded) target path.
+fn target_turn(to: &str) -> std::sync::MutexGuard<'static, ()> {
+    use std::hash::{Hash, Hasher};
+    static STRIPES: [std::sync::Mutex<()>; 64] = [const { std::sync::Mutex::new(()) }; 64];
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    to.to_lowercase().hash(&mut h);
+    STRIPES[(h.finish() % 64) as usize]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Open for reading (Windows has no FIFOs at ordinary paths; named pipes live under `\\.\pipe`).
+pub fn open_read_nonblocking(path: &str) -> std::io::Result<File> {
+    OpenOptions::new().read(true).open(path)
+}
+
+/// Positioned reads with the Unix `FileExt` signature and semantics: the file cursor is left
+/// where it was (Windows' positioned `ReadFile` moves it, and callers mix positioned reads
+/// with sequential ones on the same handle).
+pub trait FileReadAt {
+    /// Fill `buf` from `offset`; `UnexpectedEof` when the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl FileReadAt for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let mut handle = self;
+        let cursor = handle.stream_position()?;
+        let result = read_exact_at_moving(self, buf, offset);
+        handle.seek(SeekFrom::Start(cursor))?;
+        result
+    }
+}
+
+fn read_exact_at_moving(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// FILETIME (100 ns since 1601) → (seconds, nanoseconds) since the epoch, as libuv converts.
+fn filetime_to_unix(ft: u64) -> (i64, i64) {
+    let t = ft as i64 - FILETIME_UNIX_OFFSET as i64;
+    (t.div_euclid(10_000_000), t.rem_euclid(10_000_000) * 100)
+}
+
+/// Node's `Stats#mtimeMs` from the last-write FILETIME.
+pub fn mtime_ms(meta: &Metadata) -> f64 {
+    let (sec, nsec) = filetime_to_unix(meta.last_write_time());
+    sec as f64 * 1e3 + nsec as f64 / 1e6
+}
+
+/// Modification time in nanoseconds since the epoch.
+pub fn mtime_ns(meta: &Metadata) -> i128 {
+    let (sec, nsec) = filetime_to_unix(meta.last_write_time());
+    sec as i128 * 1_000_000_000 + nsec as i128
+}
+
+/// (volume serial number, file index) of a file or directory — the Windows counterpart of
+/// (device, inode); (0, 0) when it cannot be opened (the caller then compares mtimes only).
+pub fn file_id(path: &str, _meta: &Metadata) -> (u64, u64) {
+    let Ok(f) = OpenOptions::new()
+        .access_mode(0)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(path)
+    else {
+        return (0, 0);
+    };
+    // SAFETY: all-zero is a valid BY_HANDLE_FILE_INFORMATION.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle is open for the call's duration; info is writable.
+    let ok = unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) };
+    if ok == 0 {
+        return (0, 0);
+    }
+    (
+        info.dwVolumeSerialNumber as u64,
+        ((info.nFileIndexHigh as u64) << 32) | info.nFileIndexLow as u64,
+    )
+}
+
+/// Set a file's or directory's access and modification times to now.
+pub fn touch_now(path: &str) -> bool {
+    let Ok(f) = OpenOptions::new()
+        .access_mode(FILE_WRITE_ATTRIBUTES)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(path)
+    else {
+        return false;
+    };
+    let now = SystemTime::now();
+    f.set_times(FileTimes::new().set_accessed(now).set_modified(now))
+        .is_ok()
+}
+
+/// `fs.realpath` of an existing path, without the `\\?\` prefix Node never shows.
+pub fn realpath(path: &str) -> std::io::Result<String> {
+    let p = std::fs::canonicalize(path)?;
+    Ok(dunce::simplified(&p).to_string_lossy().into_owned())
+}
+
+/// B18 on win32: EPERM from the lock `mkdir` (a directory being deleted) counts as contention.
+pub fn sync_lock_retryable(err: &FsError) -> bool {
+    err.is("ELOCKED") || err.is("EPERM")
+}
