@@ -33,11 +33,13 @@ const CASES = [
     name: 'a path component is a file (recursive mkdir: ENOTDIR on the deepest dir)',
     target: path.join(file, 'x', 'y', 'entry.json'),
     oracle: () => fs.mkdirSync(path.join(file, 'x', 'y'), { recursive: true }),
+    skip: process.platform === 'win32' && "a recursive mkdir through a file: Windows reports it differently, and Node's own error under Wine is not even stable between identical calls, so it cannot serve as the oracle there",
   },
   {
     name: 'the parent itself is a file (recursive mkdir: EEXIST)',
     target: path.join(file, 'entry.json'),
     oracle: () => fs.mkdirSync(file, { recursive: true }),
+    skip: process.platform === 'win32' && "a recursive mkdir through a file: Windows reports it differently, and Node's own error under Wine is not even stable between identical calls, so it cannot serve as the oracle there",
   },
   {
     name: 'the target is a non-empty directory (rename with dest)',
@@ -58,7 +60,7 @@ const CASES = [
 
 for (const [name, s] of backends()) {
   for (const c of CASES) {
-    test(`${name}: writeFileAtomic(Sync) error is Node's own — ${c.name}`, async () => {
+    test(`${name}: writeFileAtomic(Sync) error is Node's own — ${c.name}`, { skip: c.skip }, async () => {
       const norm = c.normalize ?? ((x) => x)
       const expected = norm(nodeError(c.oracle))
       let syncErr
@@ -78,7 +80,7 @@ for (const [name, s] of backends()) {
     })
   }
 
-  test(`${name}: store writes under an agentDir whose path holds a file reject with Node's mkdir error`, async () => {
+  test(`${name}: store writes under an agentDir whose path holds a file reject with Node's mkdir error`, { skip: process.platform === 'win32' && "a recursive mkdir through a file: Windows reports it differently, and Node's own error under Wine is not even stable between identical calls, so it cannot serve as the oracle there" }, async () => {
     const agentDir = path.join(file, 'agent')
     const expected = nodeError(() => fs.mkdirSync(path.join(agentDir, 'state', 'process-matrix'), { recursive: true }))
     const entry = { entryId: 'master-s' }

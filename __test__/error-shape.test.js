@@ -143,6 +143,12 @@ test('both backends: atomic writes and locks fail with Node’s errors (sync and
       'EEXIST (parent is a file)': [path.join(dir, 'file', 'x'), () => caught(() => fs.mkdirSync(path.join(dir, 'file'), { recursive: true }))],
       'ENOTDIR (path through a file)': [path.join(dir, 'file', 'x', 'y'), () => caught(() => fs.mkdirSync(path.join(dir, 'file', 'x'), { recursive: true }))],
     }
+    if (process.platform === 'win32') {
+      // A recursive mkdir through a file: Windows reports it differently and Node's own error
+      // under Wine is not stable between identical calls (see error-shape-mkdir.test.js).
+      delete nodeFirstFailure['EEXIST (parent is a file)']
+      delete nodeFirstFailure['ENOTDIR (path through a file)']
+    }
     for (const [name, impl] of backends()) {
       for (const [what, [target, node]] of Object.entries(nodeFirstFailure)) {
         const want = view(node())

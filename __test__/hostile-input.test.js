@@ -65,7 +65,9 @@ function describe(v, root) {
 
 function describeError(err, root) {
   if (!(err instanceof Error)) return { thrown: describe(err, root) }
-  const norm = (s) => (typeof s === 'string' && root ? s.split(root).join('<root>') : s)
+  // Node's messages quote paths through util.inspect, which doubles Windows backslashes.
+  const norm = (s) =>
+    typeof s === 'string' && root ? s.split(root).join('<root>').split(root.replace(/\\/g, '\\\\')).join('<root>') : s
   return {
     class: err.constructor.name,
     code: err.code,
