@@ -163,9 +163,10 @@ export interface ProcessLiveness {
 export declare function processMatrixDir(agentDir: string): string
 
 /**
- * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread;
- * resolves `null` when nothing qualifies, on any I/O failure, or at the deadline (counted from
- * this call; the abandoned scan stops). Never rejects.
+ * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
+ * on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
+ * deadline (counted from this call, including time spent queued; the abandoned scan stops).
+ * Never rejects.
  */
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 

@@ -183,7 +183,9 @@ pub fn recover(
         deadline: limits.deadline,
         cancel,
     };
-    let candidates = candidates(dir, session_id.filter(|s| !s.is_empty()), limits.max_files)?;
+    budget.check().ok()?;
+    let session_id = session_id.filter(|s| !s.is_empty());
+    let candidates = candidates(dir, session_id, limits.max_files, &budget).ok()??;
     for name in candidates {
         budget.check().ok()?;
         let file_path = nodepath::join(&[dir, &name]);
@@ -210,23 +212,41 @@ fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
     meta.mtime() as f64 * 1e3 + meta.mtime_nsec() as f64 / 1e6
 }
 
-/// A13–A14: names to try, id-matched first, newest first, at most `max_files`.
-fn candidates(dir: &str, session_id: Option<&str>, max_files: usize) -> Option<Vec<String>> {
+/// A13–A14: names to try, id-matched first, newest first, at most `max_files`; Ok(None) when
+/// the directory cannot be listed. Listing and stat'ing a large directory is the bulk of a
+/// call's work, so both loops watch the budget.
+fn candidates(
+    dir: &str,
+    session_id: Option<&str>,
+    max_files: usize,
+    budget: &Budget,
+) -> Result<Option<Vec<String>>, Stop> {
     if dir.contains('\0') {
-        return None;
+        return Ok(None);
     }
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let mut names: Vec<String> = Vec::new();
+    for (i, e) in listing.enumerate() {
+        if i % 256 == 255 {
+            budget.check()?;
+        }
         // Node turns a non-UTF-8 name into a different string whose stat then fails (K2).
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".jsonl"))
-        .collect();
+        if let Some(n) = e.ok().and_then(|e| e.file_name().into_string().ok()) {
+            if n.ends_with(".jsonl") {
+                names.push(n);
+            }
+        }
+    }
     names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes())); // libuv order (K1)
     let suffix = session_id.map(|id| format!("_{id}.jsonl"));
     let mut matched: Vec<(f64, String)> = Vec::new();
     let mut rest: Vec<(f64, String)> = Vec::new();
-    for name in names {
+    for (i, name) in names.into_iter().enumerate() {
+        if i % 64 == 63 {
+            budget.check()?;
+        }
         let Ok(meta) = std::fs::metadata(nodepath::join(&[dir, &name])) else {
             continue;
         };
@@ -240,14 +260,14 @@ fn candidates(dir: &str, session_id: Option<&str>, max_files: usize) -> Option<V
     let newest_first = |a: &(f64, String), b: &(f64, String)| b.0.total_cmp(&a.0);
     matched.sort_by(newest_first);
     rest.sort_by(newest_first);
-    Some(
+    Ok(Some(
         matched
             .into_iter()
             .chain(rest)
             .take(max_files)
             .map(|(_, n)| n)
             .collect(),
-    )
+    ))
 }
 
 /// The answer inside one file.

@@ -1,0 +1,85 @@
+'use strict'
+// Issue 10, "bounded recovery": 1,000 concurrent recoveries over a directory of 10,000 small
+// session files, each with a 1 s deadline. Behavioural bounds (an order of magnitude above a
+// normal run): every call settles by deadline + 300 ms, and a null comes only from the
+// deadline; the process stays at ≤ 64 threads; the event loop never stalls for 50 ms; work
+// abandoned at the deadline stops, so a fresh call right after is served promptly.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { loadNative } = require('../lib/binding.js')
+
+const FILES = 10_000
+const CALLS = 1_000
+const DEADLINE_MS = 1000
+
+const where = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()
+const dir = fs.mkdtempSync(path.join(where, 'pi-native-overload-'))
+test.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+const header = JSON.stringify({ type: 'session', version: 3, id: 's', timestamp: '2026-10-03T10:00:00.000Z', cwd: '/w' })
+const answer = (i) =>
+  JSON.stringify({
+    type: 'message',
+    id: 'a',
+    parentId: null,
+    timestamp: '2026-10-03T10:00:01.000Z',
+    message: { role: 'assistant', content: [{ type: 'text', text: `answer ${i}` }], stopReason: 'stop' },
+  })
+
+/** The newest file wins (A14): give file i the mtime base + i seconds. */
+function populate() {
+  const base = 1_700_000_000
+  for (let i = 0; i < FILES; i++) {
+    const p = path.join(dir, `2026_s${i}.jsonl`)
+    fs.writeFileSync(p, `${header}\n${answer(i)}\n`)
+    fs.utimesSync(p, base + i, base + i)
+  }
+}
+
+const threads = () => Number(/^Threads:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1])
+
+test('1,000 concurrent recoveries with a 1 s deadline stay bounded (native)', { skip: process.platform !== 'linux' && 'reads /proc/self/status' }, async () => {
+  const native = loadNative()
+  populate()
+  const expected = `answer ${FILES - 1}`
+
+  // Probes: the longest gap between 2 ms interval ticks, and the peak thread count.
+  let maxGap = 0
+  let peakThreads = threads()
+  let last = performance.now()
+  const probe = setInterval(() => {
+    const now = performance.now()
+    maxGap = Math.max(maxGap, now - last)
+    last = now
+    peakThreads = Math.max(peakThreads, threads())
+  }, 2)
+
+  const settled = await Promise.all(
+    Array.from({ length: CALLS }, () => {
+      const started = performance.now()
+      return native.recoverLastAssistantFromSession(dir, undefined, { deadlineMs: DEADLINE_MS }).then((r) => ({ r, ms: performance.now() - started }))
+    }),
+  )
+  clearInterval(probe)
+
+  const slowest = Math.max(...settled.map((s) => s.ms))
+  const answered = settled.filter((s) => s.r !== null)
+  const nulls = settled.filter((s) => s.r === null)
+  const info = { slowest, answered: answered.length, nulls: nulls.length, maxGap, peakThreads }
+  assert.ok(slowest <= DEADLINE_MS + 300, `a call settled after ${slowest} ms: ${JSON.stringify(info)}`)
+  for (const s of answered) {
+    assert.equal(s.r.text, expected)
+    assert.equal(s.r.sessionFile, path.join(dir, `2026_s${FILES - 1}.jsonl`))
+  }
+  // Nothing here is unrecoverable: a null means the deadline passed, and it came no earlier.
+  for (const s of nulls) assert.ok(s.ms >= DEADLINE_MS - 1, `null after ${s.ms} ms`)
+  assert.ok(peakThreads <= 64, `peak thread count ${peakThreads}`)
+  assert.ok(maxGap < 50, `event-loop gap ${maxGap} ms: ${JSON.stringify(info)}`)
+
+  // The abandoned calls stopped: a new call is not stuck behind ~1,000 dead ones.
+  const fresh = await native.recoverLastAssistantFromSession(dir, undefined, { deadlineMs: 3000 })
+  assert.equal(fresh?.text, expected)
+})
