@@ -9,6 +9,12 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time. */
+export declare class ListChunks {
+  /** The next chunk, or null when all were taken. */
+  takeChunk(): ListChunk | null
+}
+
 /**
  * Arm both argument arrays with `--session-id <id> --session-dir <dir>` (only the flags each
  * array lacks), right after `--mode json -p` when present, else at the end. Mutates the arrays
@@ -104,6 +110,14 @@ export declare function isReloadSessionProcessAlive(pid: number | undefined): bo
  */
 export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
 
+/** One piece of a listing: consecutive accepted entries, in order. */
+export interface ListChunk {
+  /** `[text, …]` of the entries of this chunk. */
+  json: string
+  /** Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any. */
+  pending?: Array<Array<string>>
+}
+
 /** withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`. */
 export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<OpResult>
 
@@ -120,10 +134,6 @@ export interface OpResult {
   text?: string
   /** Timestamps only V8 can judge (the entry is valid iff all are finite). */
   pending?: Array<string>
-  /** listEntries: `[text, …]` of the accepted files, in order. */
-  listJson?: string
-  /** listEntries: per element, its pending timestamps (empty when none). */
-  listPending?: Array<Array<string>>
   /** CAS: whether `expected` matched. */
   matched?: boolean
   /** CAS matched but the caller's serialization had failed: reject with that error. */
@@ -223,8 +233,11 @@ export declare function storeCasFinish(handle: number, valid: boolean): Promise<
  */
 export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): number
 
-/** listEntries core: resolves `{ listJson, listPending }`. */
-export declare function storeList(agentDir: string): Promise<OpResult>
+/**
+ * listEntries core: reads, parses and validates off the JS thread; resolves the accepted
+ * entries as [`ListChunks`].
+ */
+export declare function storeList(agentDir: string): Promise<ListChunks>
 
 /** readEntry core: resolves `{ text, pending }` for an accepted file, `{}` when absent. */
 export declare function storeRead(file: string): Promise<OpResult>

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ListChunks = nativeBinding.ListChunks
 module.exports.appendWorkerSessionArgs = nativeBinding.appendWorkerSessionArgs
 module.exports.atomicWrite = nativeBinding.atomicWrite
 module.exports.atomicWriteSync = nativeBinding.atomicWriteSync

@@ -94,10 +94,6 @@ pub struct OpResult {
     pub text: Option<String>,
     /// Timestamps only V8 can judge (the entry is valid iff all are finite).
     pub pending: Option<Vec<Utf16String>>,
-    /// listEntries: `[text, …]` of the accepted files, in order.
-    pub list_json: Option<String>,
-    /// listEntries: per element, its pending timestamps (empty when none).
-    pub list_pending: Option<Vec<Vec<Utf16String>>>,
     /// CAS: whether `expected` matched.
     pub matched: Option<bool>,
     /// CAS matched but the caller's serialization had failed: reject with that error.
@@ -242,28 +238,74 @@ pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, OpRes
     })
 }
 
-/// listEntries core: resolves `{ listJson, listPending }`.
-#[napi(ts_return_type = "Promise<OpResult>")]
-pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, OpResult>> {
-    spawn(env, move || {
-        let entries = core::list_entries(&agent_dir);
-        let mut json =
-            String::with_capacity(entries.iter().map(|e| e.text.len() + 1).sum::<usize>() + 2);
-        json.push('[');
-        let mut pending = Vec::with_capacity(entries.len());
-        for (i, e) in entries.into_iter().enumerate() {
-            if i > 0 {
-                json.push(',');
-            }
-            json.push_str(&e.text);
-            pending.push(utf16_list(e.pending));
+/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in about a millisecond, so the
+/// JS side can hand the event loop back between chunks (a 20,000-entry list is ~11 MB of text,
+/// over 100 ms of `JSON.parse` in one piece).
+const LIST_CHUNK_BYTES: usize = 128 * 1024;
+
+/// One piece of a listing: consecutive accepted entries, in order.
+#[napi(object)]
+pub struct ListChunk {
+    /// `[text, …]` of the entries of this chunk.
+    pub json: String,
+    /// Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any.
+    pub pending: Option<Vec<Vec<Utf16String>>>,
+}
+
+/// The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time.
+#[napi]
+pub struct ListChunks {
+    chunks: std::collections::VecDeque<(String, Vec<Vec<Vec<u16>>>)>,
+}
+
+#[napi]
+impl ListChunks {
+    /// The next chunk, or null when all were taken.
+    #[napi]
+    pub fn take_chunk(&mut self) -> Option<ListChunk> {
+        let (json, pending) = self.chunks.pop_front()?;
+        let pending = if pending.iter().all(Vec::is_empty) {
+            None
+        } else {
+            Some(pending.into_iter().map(utf16_list).collect())
+        };
+        Some(ListChunk { json, pending })
+    }
+}
+
+/// Group the accepted texts into JSON arrays of about [`LIST_CHUNK_BYTES`] each.
+fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
+    let mut chunks = std::collections::VecDeque::new();
+    let mut json = String::new();
+    let mut pending: Vec<Vec<Vec<u16>>> = Vec::new();
+    for e in entries {
+        json.push(if pending.is_empty() { '[' } else { ',' });
+        json.push_str(&e.text);
+        pending.push(e.pending);
+        if json.len() >= LIST_CHUNK_BYTES {
+            json.push(']');
+            chunks.push_back((std::mem::take(&mut json), std::mem::take(&mut pending)));
         }
+    }
+    if !pending.is_empty() {
         json.push(']');
-        OpResult {
-            list_json: Some(json),
-            list_pending: Some(pending),
-            ..Default::default()
-        }
+        chunks.push_back((json, pending));
+    }
+    ListChunks { chunks }
+}
+
+/// listEntries core: reads, parses and validates off the JS thread; resolves the accepted
+/// entries as [`ListChunks`].
+#[napi(ts_return_type = "Promise<ListChunks>")]
+pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, ListChunks>> {
+    env.spawn_future(async move {
+        // As in `spawn`: run on this runtime thread rather than hop to the blocking pool.
+        let listed = std::panic::catch_unwind(|| {
+            tokio::task::block_in_place(|| core::list_entries(&agent_dir))
+        });
+        listed
+            .map(list_chunks)
+            .map_err(|_| Error::from_reason("pi-native: internal failure in a worker thread"))
     })
 }
 
