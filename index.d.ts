@@ -9,6 +9,19 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * A lock held for a `withFileLock(Sync)` callback. It belongs to the JS environment that took
+ * it: `release()` gives it back, and so does the environment's teardown or the object's
+ * collection (Drop) — there is no global handle table that could outlive the environment.
+ */
+export declare class HeldLock {
+  /**
+   * Release the lock. Returns false when it had been taken over while held (proper-lockfile's
+   * ECOMPROMISED; nothing is removed then). Releasing twice is a no-op that returns true.
+   */
+  release(): boolean
+}
+
 /** The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time. */
 export declare class ListChunks {
   /** The next chunk, or null when all were taken. */
@@ -118,14 +131,11 @@ export interface ListChunk {
   pending?: Array<Array<string>>
 }
 
-/** withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`. */
-export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<OpResult>
+/** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock | ErrorInfo>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
-export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): number
-
-/** Release a lock taken by `lockAcquire(Sync)`; errors are ignored (B15). */
-export declare function lockRelease(handle: number): void
+export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): HeldLock
 
 /** Envelope resolved by every async store operation. */
 export interface OpResult {
@@ -180,7 +190,10 @@ export declare function processMatrixDir(agentDir: string): string
  */
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 
-/** Release what this JS environment still holds (registered on `process.on("exit")`). */
+/**
+ * At this environment's `exit` event: remove the locks still held for callbacks that can no
+ * longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
+ */
 export declare function releaseLocksAtExit(): void
 
 /**

@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.HeldLock = nativeBinding.HeldLock
 module.exports.ListChunks = nativeBinding.ListChunks
 module.exports.appendWorkerSessionArgs = nativeBinding.appendWorkerSessionArgs
 module.exports.atomicWrite = nativeBinding.atomicWrite
@@ -850,7 +851,6 @@ module.exports.isReloadSessionProcessAlive = nativeBinding.isReloadSessionProces
 module.exports.isSameProcess = nativeBinding.isSameProcess
 module.exports.lockAcquire = nativeBinding.lockAcquire
 module.exports.lockAcquireSync = nativeBinding.lockAcquireSync
-module.exports.lockRelease = nativeBinding.lockRelease
 module.exports.probePid = nativeBinding.probePid
 module.exports.probePids = nativeBinding.probePids
 module.exports.processMatrixDir = nativeBinding.processMatrixDir

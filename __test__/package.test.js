@@ -135,7 +135,7 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
   // The README's delegate body for pi-adaptative's store.ts must compile as printed.
   const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const storeTs = /```ts\n(import \* as native from "pi-native\/process-matrix-store";[\s\S]*?)```/.exec(readme)[1]
+  const storeTs = /```ts\n(?:\/\/[^\n]*\n)?(import \* as native from "pi-native\/process-matrix-store";[\s\S]*?)```/.exec(readme)[1]
   fs.writeFileSync(path.join(consumer, 'store.ts'), storeTs)
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   for (const [name, compilerOptions] of [
@@ -147,4 +147,92 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
     sh(process.execPath, [tsc, '-p', `tsconfig.${name}.json`], consumer)
   }
   assert.ok(ALL.length > 20)
+})
+
+// Host code left in each swapped module that calls the swapped names itself (the case that broke
+// with `export { x } from …`, issue 8): keyed by the path on the first line of the README block.
+const HOST_CODE = {
+  'src/runtime/child-pi/session-recovery.ts': `
+export async function hostUses(dir: string) {
+  const ctx = deriveSessionPaths({ agentId: '01_02-agent:helper', artifactsRoot: dir })
+  const spawnArgs = ['cli.js', '--mode', 'json', '-p', 'task']
+  const builtArgs = ['--mode', 'json', '-p', 'task']
+  const changed = ctx ? appendWorkerSessionArgs(spawnArgs, builtArgs, ctx) : false
+  const info: SessionRecoveryInfo | null = await recoverLastAssistantFromSession(dir, 'helper')
+  return { ctx, changed, builtArgs, on: resolveSessionRecoveryEnabled(undefined), crash: shouldAttemptSessionRecovery({ exitCode: null }, false), info }
+}`,
+  'src/core/process-matrix/store.ts': `
+export async function hostUses(agentDir: string) {
+  return { dir: processMatrixDir(agentDir), id: buildEntryId('master', 's'), list: await listEntries(agentDir), one: await readEntry(agentDir, 'x') }
+}`,
+  'src/core/util/atomic-file.ts': `
+export async function hostUses(dir: string) {
+  const file = dir + '/not/yet/created/state.json'
+  await withFileLock(file, () => writeFileAtomic(file, 'async'))
+  return withFileLockSync(dir + '/other/missing/lock-target', () => { writeFileAtomicSync(file, 'sync'); return 7 })
+}`,
+  'src/core/reload-blockers.ts': `
+export function hostUses(pid: number): boolean { return isReloadSessionProcessAlive(pid) && !isReloadSessionProcessAlive(undefined) }`,
+  'src/core/worktree-sync/store.ts': `
+export function hostUses(pid: number, hostname: string): boolean {
+  const owner: IntegrationLockOwner = { pid, hostname, token: 't', acquiredAt: '2026-01-01T00:00:00.000Z' }
+  return defaultIsPidAlive(owner)
+}`,
+  'src/runtime/process-status.ts': `
+export function hasStaleAsyncProcess(pid?: number): boolean { return !checkProcessLiveness(pid).alive }`,
+  'src/runtime/orphan-worker-registry.ts': `
+export function hostUses(pid: number): number | undefined { return getProcessStartTime(pid) }`,
+}
+
+test("README host modules (import-then-export form) compile with tsc and run, calling the swapped names", () => {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('## Swapping it into a host'), readme.indexOf('## Backends and troubleshooting'))
+  const blocks = [...section.matchAll(/```ts\n\/\/ (?:pi-crew|pi-adaptative) (?:packages\/coding-agent\/)?(\S+)[^\n]*\n([\s\S]*?)```/g)]
+  assert.deepEqual(blocks.map((b) => b[1]).sort(), Object.keys(HOST_CODE).sort())
+  const hostDir = path.join(consumer, 'host')
+  fs.mkdirSync(hostDir, { recursive: true })
+  const files = []
+  for (const [, file, body] of blocks) {
+    const name = file.replace(/\//g, '__')
+    fs.writeFileSync(path.join(hostDir, name), `${body}${HOST_CODE[file]}\n`)
+    files.push(`host/${name}`)
+  }
+  const config = { compilerOptions: { module: 'node16', moduleResolution: 'node16', strict: true, types: [], target: 'es2022', outDir: 'out', skipLibCheck: false }, files }
+  fs.writeFileSync(path.join(consumer, 'tsconfig.host.json'), JSON.stringify(config))
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  sh(process.execPath, [tsc, '-p', 'tsconfig.host.json', '--noEmit'], consumer)
+  sh(process.execPath, [tsc, '-p', 'tsconfig.host.json'], consumer)
+  const driver = `
+    const os = require('node:os'); const fs = require('node:fs'); const path = require('node:path')
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-host-'))
+    const m = (f) => require('./out/' + f.replace(/\\//g, '__').replace(/\\.ts$/, '.js'))
+    ;(async () => {
+      const rec = await m('src/runtime/child-pi/session-recovery.ts').hostUses(tmp)
+      const store = await m('src/core/process-matrix/store.ts').hostUses(tmp)
+      const lock = await m('src/core/util/atomic-file.ts').hostUses(tmp)
+      const written = fs.readFileSync(tmp + '/not/yet/created/state.json', 'utf8')
+      console.log(JSON.stringify({
+        rec, store, lock, written,
+        reload: m('src/core/reload-blockers.ts').hostUses(process.pid),
+        worktree: m('src/core/worktree-sync/store.ts').hostUses(2 ** 22 + 12345, os.hostname()),
+        stale: m('src/runtime/process-status.ts').hasStaleAsyncProcess(process.pid),
+        start: typeof m('src/runtime/orphan-worker-registry.ts').hostUses(process.pid),
+        tmp,
+      }))
+    })().catch((e) => { console.error(e); process.exit(1) })`
+  const out = JSON.parse(sh(process.execPath, ['-e', driver], consumer))
+  const tmp = out.tmp
+  assert.deepEqual(out.rec.ctx, { sessionId: 'helper', sessionDir: path.join(tmp, 'sessions', 'helper') })
+  assert.equal(out.rec.changed, true)
+  assert.deepEqual(out.rec.builtArgs, ['--mode', 'json', '-p', '--session-id', 'helper', '--session-dir', path.join(tmp, 'sessions', 'helper'), 'task'])
+  assert.equal(out.rec.on, true)
+  assert.equal(out.rec.crash, true)
+  assert.equal(out.rec.info, null)
+  assert.deepEqual(out.store, { dir: path.join(tmp, 'state', 'process-matrix'), id: 'master-s', list: [] })
+  assert.equal(out.lock, 7)
+  assert.equal(out.written, 'sync')
+  assert.equal(out.reload, true)
+  assert.equal(out.worktree, false)
+  assert.equal(out.stale, false)
+  assert.equal(out.start, 'number')
 })

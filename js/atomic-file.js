@@ -7,10 +7,11 @@ const path = require('node:path')
 const { randomUUID } = require('node:crypto')
 const lockfile = require('proper-lockfile')
 
-const isWin = process.platform === 'win32'
+// Read at each call, as the original does (hosts' tests switch process.platform between calls).
+const isWin = () => process.platform === 'win32'
 const durable = () => process.env.PI_NATIVE_FSYNC === '1'
 const tempPathFor = (filePath) => `${filePath}.${process.pid}.${randomUUID()}.tmp`
-const renameRetryable = (err) => isWin && err && (err.code === 'EPERM' || err.code === 'EACCES' || err.code === 'EBUSY')
+const renameRetryable = (err) => isWin() && err && (err.code === 'EPERM' || err.code === 'EACCES' || err.code === 'EBUSY')
 const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
 function writeFileAtomicSync(filePath, content, options = {}) {
@@ -84,6 +85,7 @@ async function writeFileAtomic(filePath, content, options = {}) {
 }
 
 function withFileLockSync(filePath, fn, options = {}) {
+  fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const attempts = Math.max(1, options.retries ?? 10) + 1
   let release
   for (let k = 1; ; k++) {
@@ -92,7 +94,7 @@ function withFileLockSync(filePath, fn, options = {}) {
       release = lockfile.lockSync(filePath, { realpath: options.realpath ?? false, stale: options.stale })
       break
     } catch (err) {
-      const retryable = err && (err.code === 'ELOCKED' || (isWin && err.code === 'EPERM'))
+      const retryable = err && (err.code === 'ELOCKED' || (isWin() && err.code === 'EPERM'))
       if (!retryable || k >= attempts) throw err
       sleepSync(Math.min(25 * 2 ** (k - 1), 500))
     }
@@ -107,6 +109,7 @@ function withFileLockSync(filePath, fn, options = {}) {
 }
 
 async function withFileLock(filePath, fn, options = {}) {
+  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const release = await lockfile.lock(filePath, {
     realpath: options.realpath ?? false,
     stale: options.stale,

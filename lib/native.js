@@ -1,6 +1,9 @@
 'use strict'
 // The native backend: the generated binding plus the few hand-written wrappers that compose
 // its building blocks into the exact public contract (kept beside the generated loader).
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const path = require('node:path')
 const binding = require('../index.js')
 const { recoveryLimits } = require('../js/options.js')
 
@@ -194,23 +197,47 @@ function writeFileAtomicSync(filePath, content, options) {
   binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
 }
 
-async function withFileLock(filePath, fn, options) {
-  const r = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
-  if (r.error) throw toError(r.error)
-  try {
-    return await fn()
-  } finally {
-    binding.lockRelease(r.handle)
-  }
+/** proper-lockfile's error for a lock taken over while held. */
+function compromised(filePath) {
+  return Object.assign(new Error('Unable to update lock within the stale threshold'), {
+    code: 'ECOMPROMISED',
+    file: path.resolve(filePath),
+  })
 }
 
-function withFileLockSync(filePath, fn, options) {
-  const handle = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+/**
+ * Run `fn` under the lock. If `fn` fails, its error wins (B15); if it succeeds but the lock was
+ * taken over meanwhile (a paused holder judged stale by another process), the call fails with
+ * ECOMPROMISED instead of reporting a success that another writer may have overwritten.
+ */
+async function withFileLock(filePath, fn, options) {
+  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  const held = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
+  if (!(held instanceof binding.HeldLock)) throw toError(held)
+  let result
   try {
-    return fn()
-  } finally {
-    binding.lockRelease(handle)
+    result = await fn()
+  } catch (err) {
+    held.release()
+    throw err
   }
+  if (!held.release()) throw compromised(filePath)
+  return result
+}
+
+/** withFileLock on the calling thread (usable inside `process.on("exit")`). */
+function withFileLockSync(filePath, fn, options) {
+  fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  const held = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  let result
+  try {
+    result = fn()
+  } catch (err) {
+    held.release()
+    throw err
+  }
+  if (!held.release()) throw compromised(filePath)
+  return result
 }
 
 module.exports = {

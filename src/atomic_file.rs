@@ -97,8 +97,23 @@ pub fn write_atomic_in_existing_dir(
     mode: u32,
     durable: bool,
 ) -> Result<(), FsError> {
+    write_atomic_published(file, content, mode, durable, &|rename| rename())
+}
+
+/// How the final rename is made: directly, or through a lock's fence
+/// ([`crate::lockfile::LockGuard::fenced`]), which refuses it when the lock is not ours any more.
+pub type Publish<'a> = &'a dyn Fn(&dyn Fn() -> Result<(), FsError>) -> Result<(), FsError>;
+
+/// [`write_atomic_in_existing_dir`] with the rename made through `publish`.
+pub fn write_atomic_published(
+    file: &str,
+    content: &[u8],
+    mode: u32,
+    durable: bool,
+    publish: Publish,
+) -> Result<(), FsError> {
     let tmp = temp_path(file);
-    let result = write_and_rename(file, &tmp, content, mode, durable);
+    let result = write_and_rename(file, &tmp, content, mode, durable, publish);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -111,6 +126,7 @@ fn write_and_rename(
     content: &[u8],
     mode: u32,
     durable: bool,
+    publish: Publish,
 ) -> Result<(), FsError> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -125,7 +141,9 @@ fn write_and_rename(
         f.sync_all().map_err(|e| FsError::io(&e, "fsync", tmp))?;
     }
     drop(f);
-    std::fs::rename(tmp, file).map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))?;
+    publish(&|| {
+        std::fs::rename(tmp, file).map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))
+    })?;
     if durable {
         let dir = dirname(file);
         if let Ok(d) = std::fs::File::open(&dir) {

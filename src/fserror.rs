@@ -18,6 +18,11 @@ pub enum FsError {
     Locked { file: String },
     /// The lock was taken over by another writer while held (`ECOMPROMISED`).
     Compromised { file: String },
+    /// The JS environment that started the operation was torn down; nothing was published.
+    /// Never reaches JavaScript (there is nobody left to settle with).
+    Cancelled,
+    /// A failure of pi-native itself (e.g. a helper thread that could not start).
+    Internal(String),
 }
 
 impl FsError {
@@ -44,6 +49,8 @@ impl FsError {
             FsError::Io { code, .. } => code,
             FsError::Locked { .. } => "ELOCKED",
             FsError::Compromised { .. } => "ECOMPROMISED",
+            FsError::Cancelled => "ABORT_ERR",
+            FsError::Internal(_) => "ERR_PI_NATIVE_INTERNAL",
         }
     }
 
@@ -73,6 +80,10 @@ impl fmt::Display for FsError {
             FsError::Compromised { .. } => {
                 f.write_str("Unable to update lock within the stale threshold")
             }
+            FsError::Cancelled => {
+                f.write_str("The operation was aborted: its JavaScript environment was torn down")
+            }
+            FsError::Internal(msg) => f.write_str(msg),
         }
     }
 }

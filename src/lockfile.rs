@@ -9,11 +9,12 @@
 //! this process still owns (W-B4), refreshes from a helper thread so synchronous holders are
 //! protected too (W-B5), and removes held lock directories at process exit (L10h).
 
+use std::collections::HashSet;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::fserror::FsError;
@@ -107,39 +108,52 @@ struct DirId {
     mtime_ns: i128,
 }
 
+/// What this process knows of one lock directory it holds. Behind its own mutex so that the
+/// refresher, a fenced commit and the release never race each other's file-system calls, and
+/// never hold the table's mutex while they make them.
+#[derive(Debug)]
+struct Disk {
+    /// None while the on-disk acquisition is still in progress.
+    id: Option<DirId>,
+    last_refresh: Instant,
+    /// Set when the directory is found not to be ours any more (taken over or removed).
+    compromised: bool,
+}
+
 #[derive(Debug)]
 struct Held {
     kind: HolderKind,
     owner: u64,
-    /// None while the on-disk acquisition is still in progress.
-    id: Option<DirId>,
-    last_refresh: Instant,
-    compromised: bool,
+    disk: Arc<Mutex<Disk>>,
 }
 
-/// In-process state: locks held by this process and the FIFO of operations waiting for each.
+/// In-process state: locks held by this process, the FIFO of operations waiting for each, and
+/// the JS environments already torn down (their waits end, their operations never commit).
 #[derive(Default)]
 struct State {
     held: HashMap<String, Held>,
     queues: HashMap<String, VecDeque<u64>>,
     next_ticket: u64,
+    torn_down: HashSet<u64>,
 }
 
 struct Table {
     state: Mutex<State>,
     released: Condvar,
+    /// Why the refresh helper could not start, if it could not (reported by every acquisition).
+    refresher_failed: Option<String>,
 }
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("pi-native-lock-refresh".into())
-            .spawn(refresh_loop)
-            .ok();
+            .spawn(refresh_loop);
         Table {
             state: Mutex::new(State::default()),
             released: Condvar::new(),
+            refresher_failed: spawned.err().map(|e| e.to_string()),
         }
     })
 }
@@ -148,17 +162,54 @@ fn lock_state() -> std::sync::MutexGuard<'static, State> {
     table().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn lock_disk(d: &Mutex<Disk>) -> std::sync::MutexGuard<'_, Disk> {
+    d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True once the JS environment `owner` has been torn down (0 = no environment: Rust tests).
+fn is_torn_down(owner: u64) -> bool {
+    owner != 0 && lock_state().torn_down.contains(&owner)
+}
+
 /// A held lock; release it with [`LockGuard::release`] (dropping releases too).
 #[derive(Debug)]
 pub struct LockGuard {
     lock_path: String,
     file: String,
+    owner: u64,
+    disk: Arc<Mutex<Disk>>,
     released: bool,
 }
 
 impl LockGuard {
+    /// The resolved target path this lock protects (`file` of lock errors).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Run `publish` (the rename or unlink that makes a write visible) only while the lock is
+    /// verifiably still ours: its directory has the device, inode and mtime this process
+    /// created and last refreshed, and the JS environment that took it is still alive. The
+    /// refresher cannot run in between (same per-lock mutex), so what remains unfenced is the
+    /// few microseconds between the `stat` and `publish`. A lock that is not ours any more
+    /// fails with ECOMPROMISED and `publish` does not run.
+    pub fn fenced<T>(&self, publish: impl FnOnce() -> Result<T, FsError>) -> Result<T, FsError> {
+        test_stop_before_commit();
+        let mut disk = lock_disk(&self.disk);
+        if is_torn_down(self.owner) {
+            return Err(FsError::Cancelled);
+        }
+        if !still_ours(&self.lock_path, &mut disk) {
+            return Err(FsError::Compromised {
+                file: self.file.clone(),
+            });
+        }
+        publish()
+    }
+
     /// Release: forget it in-process, then rmdir the lock directory if it is still ours.
-    /// Release errors are ignored (B15); a lock taken over meanwhile is left alone (W-B4).
+    /// Err(ECOMPROMISED) when it was not ours any more (taken over while held; nothing is
+    /// removed then, W-B4). Callers that must not mask an outcome ignore the error (B15).
     pub fn release(mut self) -> Result<(), FsError> {
         self.release_inner()
     }
@@ -168,18 +219,33 @@ impl LockGuard {
             return Ok(());
         }
         self.released = true;
-        let held = lock_state().held.remove(&self.lock_path);
+        let result = {
+            let mut disk = lock_disk(&self.disk);
+            let ours = disk.id.is_some() && still_ours(&self.lock_path, &mut disk);
+            if ours {
+                let _ = std::fs::remove_dir(&self.lock_path);
+            }
+            // Forget it: the refresher must not touch the path once it is released.
+            disk.id = None;
+            if disk.compromised {
+                Err(FsError::Compromised {
+                    file: self.file.clone(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let mut st = lock_state();
+        if st
+            .held
+            .get(&self.lock_path)
+            .is_some_and(|h| Arc::ptr_eq(&h.disk, &self.disk))
+        {
+            st.held.remove(&self.lock_path);
+        }
+        drop(st);
         table().released.notify_all();
-        let Some(held) = held else { return Ok(()) };
-        if held.compromised {
-            return Err(FsError::Compromised {
-                file: self.file.clone(),
-            });
-        }
-        if let Some(id) = held.id {
-            remove_if_ours(&self.lock_path, id);
-        }
-        Ok(())
+        result
     }
 }
 
@@ -189,20 +255,41 @@ impl Drop for LockGuard {
     }
 }
 
+/// Test hook (issue 10's paused-holder tests): with `PI_NATIVE_TEST_STOP_BEFORE_COMMIT=1` in
+/// the environment when the addon loads, the process stops itself (SIGSTOP) right before each
+/// fenced commit, i.e. between its compare and its rename, until a SIGCONT. Off otherwise.
+fn test_stop_before_commit() {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on = *ON.get_or_init(|| {
+        std::env::var_os("PI_NATIVE_TEST_STOP_BEFORE_COMMIT").is_some_and(|v| v == "1")
+    });
+    #[cfg(unix)]
+    if on {
+        // SAFETY: raising a signal on this process has no memory-safety preconditions.
+        unsafe { libc::raise(libc::SIGSTOP) };
+    }
+    #[cfg(not(unix))]
+    let _ = on;
+}
+
+/// Whether the lock directory is still the one recorded in `disk` (marks it compromised if not).
+fn still_ours(lock_path: &str, disk: &mut Disk) -> bool {
+    if disk.compromised {
+        return false;
+    }
+    let Some(id) = disk.id else { return false };
+    let ours = matches!(std::fs::metadata(lock_path), Ok(meta) if dir_id(&meta) == id);
+    if !ours {
+        disk.compromised = true;
+    }
+    ours
+}
+
 fn dir_id(meta: &std::fs::Metadata) -> DirId {
     DirId {
         dev: meta.dev(),
         ino: meta.ino(),
         mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-    }
-}
-
-fn remove_if_ours(lock_path: &str, id: DirId) {
-    match std::fs::metadata(lock_path) {
-        Ok(meta) if dir_id(&meta) == id => {
-            let _ = std::fs::remove_dir(lock_path);
-        }
-        _ => {}
     }
 }
 
@@ -286,25 +373,39 @@ const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 /// First this process's own turn: operations on one path queue in FIFO order and are woken
 /// by each release (bounded by the retry budget; a synchronous caller may wait up to 2 s for
 /// an in-flight native operation, W-B6). Then the on-disk protocol with the retry schedule,
-/// which is what excludes other processes.
+/// which is what excludes other processes. Every wait ends early when the caller's JS
+/// environment is torn down ([`FsError::Cancelled`]).
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
+    if let Some(why) = &table().refresher_failed {
+        return Err(FsError::Internal(format!(
+            "pi-native: the lock refresh thread could not start ({why})"
+        )));
+    }
     let (lock_path, target) = lock_path_for(file, opts.realpath)?;
     let attempts = opts.retry.attempts();
     let budget: Duration = (1..attempts).map(|k| opts.retry.wait(k)).sum();
-    take_turn(&lock_path, &target, opts, budget)?;
+    let disk = take_turn(&lock_path, &target, opts, budget)?;
+    let guard = LockGuard {
+        lock_path,
+        file: target,
+        owner: opts.owner,
+        disk,
+        released: false,
+    };
     let mut errors: Vec<FsError> = Vec::new();
     for k in 1..=attempts {
-        match attempt_on_disk(&lock_path, &target, opts.stale_ms) {
+        match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
             Ok(id) => {
-                if let Some(h) = lock_state().held.get_mut(&lock_path) {
-                    h.id = Some(id);
-                    h.last_refresh = Instant::now();
+                {
+                    let mut disk = lock_disk(&guard.disk);
+                    disk.id = Some(id);
+                    disk.last_refresh = Instant::now();
                 }
-                return Ok(LockGuard {
-                    lock_path,
-                    file: target,
-                    released: false,
-                });
+                // Taken after the environment went away: give it straight back (Drop).
+                if is_torn_down(opts.owner) {
+                    return Err(FsError::Cancelled);
+                }
+                return Ok(guard);
             }
             Err(err) => {
                 let retryable = match opts.retry {
@@ -315,19 +416,39 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 if !retryable {
                     break;
                 }
-                if k < attempts {
-                    std::thread::sleep(opts.retry.wait(k));
+                if k < attempts && !pause(opts.owner, opts.retry.wait(k)) {
+                    return Err(FsError::Cancelled);
                 }
             }
         }
     }
-    // Give the turn back before reporting.
-    lock_state().held.remove(&lock_path);
-    table().released.notify_all();
+    let target = guard.file.clone();
+    drop(guard); // gives the turn back (nothing on disk is ours)
     Err(match opts.retry {
         Retry::Async { .. } => most_frequent(errors),
         Retry::Sync { .. } => errors.pop().unwrap_or(FsError::Locked { file: target }),
     })
+}
+
+/// Sleep `d` between attempts, waking early when `owner`'s environment is torn down.
+/// Returns false in that case.
+fn pause(owner: u64, d: Duration) -> bool {
+    let deadline = Instant::now() + d;
+    let mut st = lock_state();
+    loop {
+        if owner != 0 && st.torn_down.contains(&owner) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        st = table()
+            .released
+            .wait_timeout(st, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
 }
 
 /// The most frequent error by message; ties go to the latest (B17).
@@ -345,13 +466,14 @@ fn most_frequent(errors: Vec<FsError>) -> FsError {
 }
 
 /// Wait (FIFO, bounded) until no other operation of this process holds or waits for
-/// `lock_path` ahead of us, then claim it. ELOCKED when the wait runs out.
+/// `lock_path` ahead of us, then claim it. ELOCKED when the wait runs out, Cancelled when the
+/// caller's environment is torn down meanwhile.
 fn take_turn(
     lock_path: &str,
     file: &str,
     opts: LockOptions,
     budget: Duration,
-) -> Result<(), FsError> {
+) -> Result<Arc<Mutex<Disk>>, FsError> {
     let mut st = lock_state();
     let bound = match (opts.retry, st.held.get(lock_path)) {
         (Retry::Sync { .. }, Some(h)) if h.kind == HolderKind::Native => {
@@ -367,28 +489,32 @@ fn take_turn(
         .or_default()
         .push_back(ticket);
     loop {
+        let cancelled = opts.owner != 0 && st.torn_down.contains(&opts.owner);
         let first = st.queues.get(lock_path).and_then(|q| q.front()) == Some(&ticket);
-        if first && !st.held.contains_key(lock_path) {
+        if !cancelled && first && !st.held.contains_key(lock_path) {
             if let Some(q) = st.queues.get_mut(lock_path) {
                 q.pop_front();
                 if q.is_empty() {
                     st.queues.remove(lock_path);
                 }
             }
+            let disk = Arc::new(Mutex::new(Disk {
+                id: None,
+                last_refresh: Instant::now(),
+                compromised: false,
+            }));
             st.held.insert(
                 lock_path.to_string(),
                 Held {
                     kind: opts.kind,
                     owner: opts.owner,
-                    id: None,
-                    last_refresh: Instant::now(),
-                    compromised: false,
+                    disk: disk.clone(),
                 },
             );
-            return Ok(());
+            return Ok(disk);
         }
         let now = Instant::now();
-        if now >= deadline {
+        if cancelled || now >= deadline {
             if let Some(q) = st.queues.get_mut(lock_path) {
                 q.retain(|t| *t != ticket);
                 if q.is_empty() {
@@ -397,8 +523,12 @@ fn take_turn(
             }
             drop(st);
             table().released.notify_all();
-            return Err(FsError::Locked {
-                file: file.to_string(),
+            return Err(if cancelled {
+                FsError::Cancelled
+            } else {
+                FsError::Locked {
+                    file: file.to_string(),
+                }
             });
         }
         st = table()
@@ -410,23 +540,28 @@ fn take_turn(
 }
 
 /// L5 / L10d: every held lock gets its mtime rewritten at least every second, after checking it
-/// still carries the mtime this process set; otherwise it is marked compromised.
+/// still carries the mtime this process set; otherwise it is marked compromised. The table's
+/// mutex is held only to list the locks, never across a file-system call.
 fn refresh_loop() {
     loop {
         std::thread::sleep(Duration::from_millis(250));
-        // Blocks until the table's initialization (which spawned this thread) has finished.
-        let mut st = lock_state();
-        for (path, h) in st.held.iter_mut() {
-            let Some(id) = h.id else { continue };
-            if h.compromised || h.last_refresh.elapsed() < Duration::from_millis(UPDATE_MS - 250) {
+        let held: Vec<(String, Arc<Mutex<Disk>>)> = lock_state()
+            .held
+            .iter()
+            .map(|(p, h)| (p.clone(), h.disk.clone()))
+            .collect();
+        for (path, disk) in held {
+            let mut d = lock_disk(&disk);
+            let Some(id) = d.id else { continue };
+            if d.compromised || d.last_refresh.elapsed() < Duration::from_millis(UPDATE_MS - 250) {
                 continue;
             }
-            match refresh(path, id) {
+            match refresh(&path, id) {
                 Some(new_id) => {
-                    h.id = Some(new_id);
-                    h.last_refresh = Instant::now();
+                    d.id = Some(new_id);
+                    d.last_refresh = Instant::now();
                 }
-                None => h.compromised = true,
+                None => d.compromised = true,
             }
         }
     }
@@ -437,23 +572,62 @@ fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
     if dir_id(&meta) != id {
         return None;
     }
-    let c = CString::new(std::path::Path::new(lock_path).as_os_str().as_bytes()).ok()?;
-    // SAFETY: c is a valid NUL-terminated path; a null times pointer means "now" for both.
-    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) };
-    if rc != 0 {
+    if touch_now(lock_path).is_err() {
         return Some(id);
     }
     std::fs::metadata(lock_path).ok().map(|m| dir_id(&m))
 }
 
-/// At teardown of the JS environment `owner` (process or worker exit, L8 / L10h): give its
-/// in-flight native operations a moment to finish on their threads (they release their own
-/// locks), then remove the lock directories still held for JS callbacks that can no longer
-/// run. A native operation still running after that keeps its lock (it may yet rename its
-/// file); the 2 s stale rule frees it once the process is gone.
+/// Set a directory's atime and mtime to now.
+fn touch_now(path: &str) -> std::io::Result<()> {
+    let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
+    // SAFETY: c is a valid NUL-terminated path; a null times pointer means "now" for both.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The `exit` event of the JS environment `owner` (L8): locks held for JS callbacks that can
+/// no longer finish (a `withFileLock` cut short by `process.exit`) are removed. Operations
+/// are not cancelled: exit listeners that run later may still use the store synchronously.
+pub fn release_callback_locks(owner: u64) {
+    let mine: Vec<(String, Arc<Mutex<Disk>>)> = {
+        let mut st = lock_state();
+        let paths: Vec<String> = st
+            .held
+            .iter()
+            .filter(|(_, h)| h.owner == owner && h.kind == HolderKind::Callback)
+            .map(|(p, _)| p.clone())
+            .collect();
+        paths
+            .into_iter()
+            .filter_map(|p| st.held.remove(&p).map(|h| (p, h.disk)))
+            .collect()
+    };
+    give_back(mine);
+}
+
+/// Remove lock directories that are still ours and forget them.
+fn give_back(locks: Vec<(String, Arc<Mutex<Disk>>)>) {
+    for (path, disk) in locks {
+        let mut d = lock_disk(&disk);
+        if d.id.is_some() && still_ours(&path, &mut d) {
+            let _ = std::fs::remove_dir(&path);
+        }
+        d.id = None;
+    }
+    table().released.notify_all();
+}
+
+/// At teardown of the JS environment `owner` (worker terminate, process exit; L8 / L10h):
 pub fn release_all(owner: u64) {
-    let deadline = Instant::now() + Duration::from_millis(100);
     let mut st = lock_state();
+    st.torn_down.insert(owner);
+    table().released.notify_all();
+    let deadline = Instant::now() + Duration::from_millis(500);
     loop {
         let busy = st
             .held
@@ -469,21 +643,17 @@ pub fn release_all(owner: u64) {
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }
-    let mine: Vec<String> = st
+    let mine: Vec<(String, Arc<Mutex<Disk>>)> = st
         .held
         .iter()
-        .filter(|(_, h)| h.owner == owner && h.kind == HolderKind::Callback)
-        .map(|(p, _)| p.clone())
+        .filter(|(_, h)| h.owner == owner)
+        .map(|(p, h)| (p.clone(), h.disk.clone()))
         .collect();
-    for path in mine {
-        if let Some(h) = st.held.remove(&path) {
-            if let (Some(id), false) = (h.id, h.compromised) {
-                remove_if_ours(&path, id);
-            }
-        }
+    for (path, _) in &mine {
+        st.held.remove(path);
     }
     drop(st);
-    table().released.notify_all();
+    give_back(mine);
 }
 
 #[cfg(test)]
@@ -551,9 +721,67 @@ mod tests {
         // Someone steals it (replaces the directory): our release must leave theirs alone.
         std::fs::remove_dir(&lock).unwrap();
         std::fs::create_dir(&lock).unwrap();
-        g.release().unwrap();
+        assert_eq!(
+            g.release(),
+            Err(FsError::Compromised { file: file.clone() })
+        );
         assert!(std::path::Path::new(&lock).is_dir());
         std::fs::remove_dir(&lock).unwrap();
+    }
+
+    #[test]
+    fn fenced_publish_runs_only_while_the_lock_is_ours() {
+        let file = tmp("fence");
+        let lock = format!("{file}.lock");
+        let g = acquire(&file, LockOptions::store_async()).unwrap();
+        assert_eq!(g.fenced(|| Ok(1)), Ok(1));
+        // Taken over (rmdir + mkdir by another writer): publish must not run.
+        std::fs::remove_dir(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        let mut ran = false;
+        let r = g.fenced(|| {
+            ran = true;
+            Ok(())
+        });
+        assert_eq!(r, Err(FsError::Compromised { file: file.clone() }));
+        assert!(!ran);
+        assert!(g.release().is_err());
+        assert!(
+            std::path::Path::new(&lock).is_dir(),
+            "the taker's lock stays"
+        );
+        std::fs::remove_dir(&lock).unwrap();
+
+        // Removed under us (e.g. released by a robbed third party): also compromised.
+        let g = acquire(&file, LockOptions::store_async()).unwrap();
+        std::fs::remove_dir(&lock).unwrap();
+        assert!(g.fenced(|| Ok(())).is_err());
+    }
+
+    #[test]
+    fn teardown_cancels_waits_and_commits_of_its_environment() {
+        let file = tmp("teardown");
+        let owner = 1_000_000 + u64::from(std::process::id());
+        let opts = LockOptions {
+            owner,
+            ..LockOptions::store_async()
+        };
+        let g = acquire(&file, opts).unwrap();
+        // A second operation of the same environment waits in the in-process queue.
+        let waiter = std::thread::spawn({
+            let file = file.clone();
+            move || acquire(&file, opts).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        release_all(owner);
+        assert_eq!(waiter.join().unwrap(), Err(FsError::Cancelled));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        // The held lock was removed by the teardown; its late commit is refused.
+        assert!(!std::path::Path::new(&format!("{file}.lock")).exists());
+        assert_eq!(g.fenced(|| Ok(())), Err(FsError::Cancelled));
+        assert_eq!(g.release(), Ok(()));
+        assert_eq!(acquire(&file, opts).unwrap_err(), FsError::Cancelled);
     }
 
     #[test]

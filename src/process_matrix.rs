@@ -162,19 +162,29 @@ pub struct WriteOptions {
     pub durable: bool,
 }
 
-fn apply(file: &str, action: &Action, durable: bool) -> Result<CasOutcome, FsError> {
+/// Write `bytes` over `file` through the lock's fence: published only while `guard` is still ours.
+fn write_fenced(file: &str, bytes: &[u8], durable: bool, guard: &LockGuard) -> Result<(), FsError> {
+    // The caller created the directory chain before taking the lock (B13).
+    atomic_file::write_atomic_published(file, bytes, 0o666, durable, &|rename| guard.fenced(rename))
+}
+
+fn apply(
+    file: &str,
+    action: &Action,
+    durable: bool,
+    guard: &LockGuard,
+) -> Result<CasOutcome, FsError> {
     match action {
         Action::Write(Some(bytes)) => {
-            // The CAS created the directory chain before taking the lock (B13).
-            atomic_file::write_atomic_in_existing_dir(file, bytes, 0o666, durable)?;
+            write_fenced(file, bytes, durable, guard)?;
             Ok(CasOutcome::Matched)
         }
         Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
-        Action::Remove => match std::fs::remove_file(file) {
+        Action::Remove => guard.fenced(|| match std::fs::remove_file(file) {
             Ok(()) => Ok(CasOutcome::Matched),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
             Err(e) => Err(FsError::io(&e, "rm", file)),
-        },
+        }),
     }
 }
 
@@ -206,7 +216,7 @@ pub fn cas(
         }
         current => {
             if entry::cas_matches(current.as_ref().map(|l| &l.value), expected) {
-                apply(file, &action, opts.durable)?
+                apply(file, &action, opts.durable, &guard)?
             } else {
                 CasOutcome::NotMatched
             }
@@ -222,7 +232,7 @@ pub fn cas_finish(p: PendingCas, all_timestamps_valid: bool) -> Result<CasOutcom
     let outcome = if all_timestamps_valid {
         CasOutcome::NotMatched
     } else {
-        apply(&p.file, &p.action, p.durable)?
+        apply(&p.file, &p.action, p.durable, &p.guard)?
     };
     let _ = p.guard.release();
     Ok(outcome)
@@ -233,7 +243,7 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
     mkdir_p(&dirname(file))?;
     let guard = lockfile::acquire(file, opts.lock)?;
     let result = match payload {
-        Some(bytes) => atomic_file::write_atomic_in_existing_dir(file, bytes, 0o666, opts.durable),
+        Some(bytes) => write_fenced(file, bytes, opts.durable, &guard),
         None => Ok(()),
     };
     let _ = guard.release();
@@ -244,7 +254,10 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
 pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
     mkdir_p(&dirname(file))?;
     let guard = lockfile::acquire(file, opts.lock)?;
-    let _ = std::fs::remove_file(file);
+    guard.fenced(|| {
+        let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
+        Ok(())
+    })?;
     let _ = guard.release();
     Ok(())
 }

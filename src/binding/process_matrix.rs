@@ -80,6 +80,7 @@ impl From<&FsError> for ErrorInfo {
             FsError::Locked { file } | FsError::Compromised { file } => {
                 info.file = Some(file.clone())
             }
+            FsError::Cancelled | FsError::Internal(_) => {}
         }
         info
     }
@@ -151,18 +152,23 @@ where
             tokio::task::block_in_place(work)
         }));
         Ok(outcome.unwrap_or_else(|_| OpResult {
-            error: Some(ErrorInfo {
-                message: "pi-native: internal failure in a worker thread".into(),
-                code: "ERR_PI_NATIVE_INTERNAL".into(),
-                errno: None,
-                syscall: None,
-                path: None,
-                dest: None,
-                file: None,
-            }),
+            error: Some(internal_failure()),
             ..Default::default()
         }))
     })
+}
+
+/// What a panic on a worker thread becomes: a rejection that says so, never a wrong value.
+fn internal_failure() -> ErrorInfo {
+    ErrorInfo {
+        message: "pi-native: internal failure in a worker thread".into(),
+        code: "ERR_PI_NATIVE_INTERNAL".into(),
+        errno: None,
+        syscall: None,
+        path: None,
+        dest: None,
+        file: None,
+    }
 }
 
 // ---- argument conversion -----------------------------------------------------------------------
@@ -544,9 +550,22 @@ pub fn atomic_write_sync(
     }
 }
 
-fn guards() -> &'static Mutex<HashMap<u32, LockGuard>> {
-    static G: OnceLock<Mutex<HashMap<u32, LockGuard>>> = OnceLock::new();
-    G.get_or_init(|| Mutex::new(HashMap::new()))
+/// A lock held for a `withFileLock(Sync)` callback. It belongs to the JS environment that took
+/// it: `release()` gives it back, and so does the environment's teardown or the object's
+/// collection (Drop) — there is no global handle table that could outlive the environment.
+#[napi]
+pub struct HeldLock {
+    guard: Option<LockGuard>,
+}
+
+#[napi]
+impl HeldLock {
+    /// Release the lock. Returns false when it had been taken over while held (proper-lockfile's
+    /// ECOMPROMISED; nothing is removed then). Releasing twice is a no-op that returns true.
+    #[napi]
+    pub fn release(&mut self) -> bool {
+        self.guard.take().is_none_or(|g| g.release().is_ok())
+    }
 }
 
 fn callback_lock_options(
@@ -572,19 +591,10 @@ fn callback_lock_options(
     })
 }
 
-fn keep(guard: LockGuard) -> u32 {
-    let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-    guards()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(handle, guard);
-    handle
-}
-
-/// withFileLock core: acquire (off the JS thread), resolving `{ handle }` or `{ error }`.
+/// withFileLock core: acquire (off the JS thread), resolving the held lock or the error.
 #[napi(
     ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean",
-    ts_return_type = "Promise<OpResult>"
+    ts_return_type = "Promise<HeldLock | ErrorInfo>"
 )]
 pub fn lock_acquire<'e>(
     env: &'e Env,
@@ -592,15 +602,18 @@ pub fn lock_acquire<'e>(
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
-) -> Result<PromiseRaw<'e, OpResult>> {
+) -> Result<PromiseRaw<'e, Either<HeldLock, ErrorInfo>>> {
     let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
-    spawn(env, move || match lockfile::acquire(&file, opts) {
-        Ok(g) => OpResult {
-            handle: Some(keep(g)),
-            ..Default::default()
-        },
-        Err(e) => failed(&e),
+    env.spawn_future(async move {
+        let outcome = std::panic::catch_unwind(|| {
+            tokio::task::block_in_place(|| lockfile::acquire(&file, opts))
+        });
+        Ok(match outcome {
+            Ok(Ok(g)) => Either::A(HeldLock { guard: Some(g) }),
+            Ok(Err(e)) => Either::B(ErrorInfo::from(&e)),
+            Err(_) => Either::B(internal_failure()),
+        })
     })
 }
 
@@ -612,30 +625,19 @@ pub fn lock_acquire_sync(
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
-) -> Result<u32> {
+) -> Result<HeldLock> {
     let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, true)?;
     match lockfile::acquire(&file, opts) {
-        Ok(g) => Ok(keep(g)),
+        Ok(g) => Ok(HeldLock { guard: Some(g) }),
         Err(e) => throw_fs(env, &e),
     }
 }
 
-/// Release a lock taken by `lockAcquire(Sync)`; errors are ignored (B15).
-#[napi]
-pub fn lock_release(handle: u32) {
-    let g = guards()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&handle);
-    if let Some(g) = g {
-        let _ = g.release();
-    }
-}
-
-/// Release what this JS environment still holds (registered on `process.on("exit")`).
+/// At this environment's `exit` event: remove the locks still held for callbacks that can no
+/// longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
 #[napi]
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
-    lockfile::release_all(owner(env)?);
+    lockfile::release_callback_locks(owner(env)?);
     Ok(())
 }
