@@ -41,11 +41,11 @@ function populate() {
 
 const threads = () => Number(/^Threads:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1])
 
-test('1,000 concurrent recoveries with a 1 s deadline stay bounded (native)', { skip: process.platform !== 'linux' && 'reads /proc/self/status' }, async () => {
-  const native = loadNative()
-  populate()
-  const expected = `answer ${FILES - 1}`
-
+/**
+ * One round of 1,000 calls. Correctness is asserted here; the time/thread/gap bounds are
+ * returned as a list of violations (empty = met).
+ */
+async function round(native, expected) {
   // Probes: the longest gap between 2 ms interval ticks, and the peak thread count.
   let maxGap = 0
   let peakThreads = threads()
@@ -56,7 +56,6 @@ test('1,000 concurrent recoveries with a 1 s deadline stay bounded (native)', { 
     last = now
     peakThreads = Math.max(peakThreads, threads())
   }, 2)
-
   const settled = await Promise.all(
     Array.from({ length: CALLS }, () => {
       const started = performance.now()
@@ -65,21 +64,39 @@ test('1,000 concurrent recoveries with a 1 s deadline stay bounded (native)', { 
   )
   clearInterval(probe)
 
-  const slowest = Math.max(...settled.map((s) => s.ms))
   const answered = settled.filter((s) => s.r !== null)
-  const nulls = settled.filter((s) => s.r === null)
-  const info = { slowest, answered: answered.length, nulls: nulls.length, maxGap, peakThreads }
-  assert.ok(slowest <= DEADLINE_MS + 300, `a call settled after ${slowest} ms: ${JSON.stringify(info)}`)
   for (const s of answered) {
     assert.equal(s.r.text, expected)
     assert.equal(s.r.sessionFile, path.join(dir, `2026_s${FILES - 1}.jsonl`))
   }
   // Nothing here is unrecoverable: a null means the deadline passed, and it came no earlier.
-  for (const s of nulls) assert.ok(s.ms >= DEADLINE_MS - 1, `null after ${s.ms} ms`)
-  assert.ok(peakThreads <= 64, `peak thread count ${peakThreads}`)
-  assert.ok(maxGap < 50, `event-loop gap ${maxGap} ms: ${JSON.stringify(info)}`)
+  for (const s of settled) if (s.r === null) assert.ok(s.ms >= DEADLINE_MS - 1, `null after ${s.ms} ms`)
 
   // The abandoned calls stopped: a new call is not stuck behind ~1,000 dead ones.
   const fresh = await native.recoverLastAssistantFromSession(dir, undefined, { deadlineMs: 3000 })
   assert.equal(fresh?.text, expected)
+
+  const slowest = Math.max(...settled.map((s) => s.ms))
+  const info = { slowest: Math.round(slowest), answered: answered.length, maxGap: Math.round(maxGap), peakThreads }
+  const violations = []
+  if (slowest > DEADLINE_MS + 300) violations.push('a call settled after deadline + 300 ms')
+  if (peakThreads > 64) violations.push('more than 64 threads')
+  if (maxGap >= 50) violations.push('an event-loop gap of 50 ms or more')
+  return { info, violations }
+}
+
+test('1,000 concurrent recoveries with a 1 s deadline stay bounded (native)', { skip: process.platform !== 'linux' && 'reads /proc/self/status' }, async () => {
+  const native = loadNative()
+  populate()
+  const expected = `answer ${FILES - 1}`
+  // The bounds are wall-clock: a busy machine (other processes, a parallel test file) can
+  // stall this process from outside. Up to 3 rounds; one that meets every bound passes. The
+  // failure this test guards against (hundreds of threads, second-long stalls) fails all 3.
+  const rounds = []
+  for (let i = 0; i < 3; i++) {
+    const r = await round(native, expected)
+    rounds.push(r)
+    if (r.violations.length === 0) return
+  }
+  assert.fail(`no round met the bounds: ${JSON.stringify(rounds)}`)
 })
