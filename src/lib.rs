@@ -4,7 +4,6 @@
 #![deny(clippy::all)]
 
 pub mod atomic_file;
-pub mod background;
 pub mod binding;
 pub mod entry;
 pub mod fserror;

@@ -94,8 +94,7 @@ pub fn read_entry(path: &str) -> Option<ReadOut> {
 }
 
 /// `listEntries` core (B5): names ending in `.json`, in UTF-16 order, read concurrently
-/// (W-B8; on low-priority threads, so a large listing does not take the CPU from the JS thread)
-/// and returned in that order; unreadable or invalid ones skipped.
+/// (W-B8) and returned in that order; unreadable or invalid ones skipped.
 pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     let dir = process_matrix_dir(agent_dir);
     let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -115,7 +114,6 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     std::thread::scope(|s| {
         for (ps, out) in paths.chunks(chunk).zip(slots.chunks_mut(chunk)) {
             s.spawn(move || {
-                crate::background::lower_priority();
                 for (p, slot) in ps.iter().zip(out.iter_mut()) {
                     *slot = read_entry(p);
                 }

@@ -195,13 +195,24 @@ fn pool() -> Option<&'static rayon_core::ThreadPool> {
         rayon_core::ThreadPoolBuilder::new()
             .num_threads((2 * cores).clamp(2, 16))
             .thread_name(|i| format!("pi-recovery-{i}"))
-            .start_handler(|_| crate::background::lower_priority())
+            .start_handler(|_| lower_priority())
             // A panicking scan only drops its reply (the call resolves null); never abort.
             .panic_handler(|_| {})
             .build()
             .ok()
     })
     .as_ref()
+}
+
+/// Nice 10 for the calling pool thread (a per-thread attribute on Linux; best effort, and
+/// irreversible without privileges, which is why recovery has threads of its own): the JS
+/// thread keeps nice 0, so the scheduler runs it first and scans cannot open event-loop gaps.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain syscall on the calling thread; no memory is passed.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
 }
 
 /// Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
