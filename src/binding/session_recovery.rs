@@ -186,7 +186,7 @@ pub struct SessionTail {
 /// The recovery pool: a fixed set of threads, a small multiple of the cores, taking calls in
 /// FIFO order; a call waiting for a thread keeps its deadline. tokio's blocking pool would grow
 /// to 512 threads under an overload and starve the event loop. The threads run at a lower
-/// priority (nice 10): recovery is background work and must not take the CPU from the JS
+/// priority (10 nice levels down): recovery is background work and must not take the CPU from the JS
 /// thread. `None` when the threads cannot be started (every call then resolves null).
 fn pool() -> Option<&'static rayon_core::ThreadPool> {
     static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
@@ -204,14 +204,17 @@ fn pool() -> Option<&'static rayon_core::ThreadPool> {
     .as_ref()
 }
 
-/// Nice 10 for the calling pool thread (a per-thread attribute on Linux; best effort, and
-/// irreversible without privileges, which is why recovery has threads of its own): the JS
-/// thread keeps nice 0, so the scheduler runs it first and scans cannot open event-loop gaps.
+/// Ten nice levels below the calling pool thread's current priority (capped at 19; per thread
+/// on Linux; best effort, and irreversible without privileges, which is why recovery has
+/// threads of its own): the JS thread keeps its priority, so the scheduler runs it first and
+/// scans cannot open event-loop gaps, even when the whole process was started with `nice`.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: a plain syscall on the calling thread; no memory is passed.
+    // SAFETY: plain syscalls on the calling thread; no memory is passed.
     unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+        let tid = libc::gettid() as libc::id_t;
+        let current = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (current + 10).min(19));
     }
 }
 
