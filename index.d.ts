@@ -29,6 +29,21 @@ export declare class ListChunks {
 }
 
 /**
+ * A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
+ * judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
+ * environment's teardown) releases the lock without writing.
+ */
+export declare class SuspendedCas {
+  /** The timestamps to judge with `Date.parse`. */
+  get timestamps(): Array<string>
+  /**
+   * Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
+   * (and therefore wrote or removed). A second call resolves false.
+   */
+  finish(valid: boolean): Promise<boolean>
+}
+
+/**
  * Arm both argument arrays with `--session-id <id> --session-dir <dir>` (only the flags each
  * array lacks), right after `--mode json -p` when present, else at the end. Mutates the arrays
  * in place (`builtArgs` first); returns true iff either array changed.
@@ -36,7 +51,7 @@ export declare class ListChunks {
 export declare function appendWorkerSessionArgs(spawnArgs: string[], builtArgs: string[], ctx: WorkerSessionContext): boolean
 
 /** writeFileAtomic core. */
-export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<OpResult>
+export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<void>
 
 /** writeFileAtomicSync core (throws Node-shaped errors). */
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
@@ -72,18 +87,24 @@ export declare function deriveSessionPaths(input: SessionIdentityInput): WorkerS
  */
 export declare function entryPath(agentDir: string, entryId: string): string
 
-/**
- * A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
- * fs errors or `file` for lock errors).
- */
-export interface ErrorInfo {
-  message: string
-  code: string
+/** An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite). */
+export interface EntryText {
+  text: string
+  pending: Array<string>
+}
+
+/** What went wrong, in the terms the JS error factory needs. */
+export interface Failure {
+  /** Negative errno (libuv convention) of a file-system failure. */
   errno?: number
   syscall?: string
   path?: string
   dest?: string
+  /** `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL` (non file-system failures). */
+  code?: string
+  /** The resolved target of a lock failure. */
   file?: string
+  message?: string
 }
 
 /**
@@ -132,25 +153,16 @@ export interface ListChunk {
 }
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
-export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock | ErrorInfo>
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
 export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): HeldLock
 
-/** Envelope resolved by every async store operation. */
-export interface OpResult {
-  error?: ErrorInfo
-  /** readEntry: the accepted file text. */
-  text?: string
-  /** Timestamps only V8 can judge (the entry is valid iff all are finite). */
-  pending?: Array<string>
-  /** CAS: whether `expected` matched. */
-  matched?: boolean
-  /** CAS matched but the caller's serialization had failed: reject with that error. */
-  noPayload?: boolean
-  /** CAS suspended under its lock: finish with `storeCasFinish(handle, valid)`. */
-  handle?: number
-}
+/**
+ * Diagnostic: lock acquisition attempts this process made early because the held lock's
+ * directory was seen removed (notified handoff) rather than at the next scheduled retry.
+ */
+export declare function lockNotifiedAttempts(): number
 
 /**
  * Probe a pid: `alive`, `dead`, `zombie` (exited, not yet reaped: dead for supervision),
@@ -222,29 +234,31 @@ export interface SessionTail {
 }
 
 /**
+ * Register the function that turns a [`Failure`] into the Error thrown or rejected with
+ * (called once by `lib/native.js` in every environment that loads the addon).
+ */
+export declare function setErrorFactory(factory: (failure: Failure) => Error): void
+
+/**
  * True when a worker's end looks like a crash worth recovering: exit code `null` (signal death)
  * or killed. `result.exitStatus`, when present, overrides `exitCode` and `killed` field by field.
  */
 export declare function shouldAttemptSessionRecovery(result: { exitCode: number | null; exitStatus?: { exitCode?: number | null; killed?: boolean } }, killed: boolean): boolean
 
 /**
- * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
- * with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
- * worker thread.
+ * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
+ * write happen on a worker thread. `expectedText` is the fast form of `expected` (see
+ * [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+ * only equal it if its timestamps are those). Resolves whether it matched, or a
+ * [`SuspendedCas`].
  */
-export declare function storeCas(file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean): Promise<OpResult>
-
-/**
- * Finish a CAS that `storeCas` suspended (its `expected` was undefined and the file's
- * timestamps needed V8): `valid` says whether all of them were finite.
- */
-export declare function storeCasFinish(handle: number, valid: boolean): Promise<OpResult>
+export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
 
 /**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
- * `process.on("exit")`. Returns 0 (no match), 1 (written), 2 (matched but `payload` is null).
+ * `process.on("exit")`. Returns whether it matched.
  */
-export declare function storeCasSync(file: string, expected: unknown, payload: string | null, durable: boolean): number
+export declare function storeCasSync(file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean): boolean
 
 /**
  * listEntries core: reads, parses and validates off the JS thread; resolves the accepted
@@ -252,14 +266,14 @@ export declare function storeCasSync(file: string, expected: unknown, payload: s
  */
 export declare function storeList(agentDir: string): Promise<ListChunks>
 
-/** readEntry core: resolves `{ text, pending }` for an accepted file, `{}` when absent. */
-export declare function storeRead(file: string): Promise<OpResult>
+/** readEntry core: the accepted file's text, or null when absent, unreadable or invalid. */
+export declare function storeRead(file: string): Promise<EntryText | null>
 
 /** removeEntry core. */
-export declare function storeRemove(file: string): Promise<OpResult>
+export declare function storeRemove(file: string): Promise<void>
 
 /** writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release. */
-export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<OpResult>
+export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<void>
 
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory

@@ -69,9 +69,12 @@ function worldReadableCopy() {
   fs.chmodSync(dir, 0o755)
   const names = ['package.json', 'index.js', 'lib', 'js', ...fs.readdirSync(root).filter((n) => n.endsWith('.node'))]
   for (const n of names) fs.cpSync(path.join(root, n), path.join(dir, n), { recursive: true })
-  // The JS backend's runtime dependencies.
+  // The JS backend's runtime dependencies: proper-lockfile (with its nested node_modules) and
+  // whichever of its dependencies npm hoisted to the top (that depends on the rest of the tree).
   for (const dep of ['proper-lockfile', 'graceful-fs', 'retry', 'signal-exit']) {
-    fs.cpSync(path.join(root, 'node_modules', dep), path.join(dir, 'node_modules', dep), { recursive: true })
+    const from = path.join(root, 'node_modules', dep)
+    if (dep !== 'proper-lockfile' && fs.existsSync(path.join(root, 'node_modules', 'proper-lockfile', 'node_modules', dep))) continue
+    fs.cpSync(from, path.join(dir, 'node_modules', dep), { recursive: true })
   }
   spawnSync('chmod', ['-R', 'a+rX', dir])
   return dir

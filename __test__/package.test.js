@@ -1,7 +1,8 @@
 'use strict'
-// A real consumer: `npm pack` the package, install the tarball into a fresh project (no Rust,
-// no @napi-rs/cli there), then require / import every subpath and type-check a TypeScript file
-// that imports every public name under moduleResolution node16 and bundler.
+// A real consumer: `npm pack` the package (with its lifecycle scripts, as a maintainer would),
+// install the tarball into a fresh project (no Rust, no @napi-rs/cli there), then require /
+// import every subpath and type-check a TypeScript file that imports every public name under
+// moduleResolution node16, bundler and node10 (`node`, which only sees typesVersions).
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -32,15 +33,46 @@ function sh(cmd, args, cwd, extra = {}) {
 
 let consumer
 let tarball
+let packRun
+let installOutput
 test.before(() => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-'))
-  // --ignore-scripts: pack what is built; the consumer must not need a build.
-  const packed = JSON.parse(sh('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], root))
+  const binary = path.join(root, 'pi-native.linux-x64-gnu.node')
+  const manifestBefore = fs.readFileSync(path.join(root, 'package.json'))
+  const binaryBefore = fs.statSync(binary).mtimeMs
+  // Lifecycle scripts on: prepack must not rebuild a current binary, and must strip `prepare`.
+  const r = spawnSync('npm', ['pack', '--json', '--foreground-scripts', '--pack-destination', dir], { cwd: root, encoding: 'utf8' })
+  assert.equal(r.status, 0, `npm pack\n${r.stdout}\n${r.stderr}`)
+  const packed = JSON.parse(r.stdout.slice(r.stdout.indexOf('\n[') + 1))
+  packRun = {
+    output: r.stdout + r.stderr,
+    binaryRebuilt: fs.statSync(binary).mtimeMs !== binaryBefore,
+    manifestRestored: fs.readFileSync(path.join(root, 'package.json')).equals(manifestBefore),
+  }
   tarball = { path: path.join(dir, packed[0].filename), files: packed[0].files.map((f) => f.path) }
   consumer = path.join(dir, 'app')
   fs.mkdirSync(consumer)
   fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }))
-  sh('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], consumer)
+  const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], { cwd: consumer, encoding: 'utf8' })
+  assert.equal(install.status, 0, `npm install\n${install.stdout}\n${install.stderr}`)
+  installOutput = install.stdout + install.stderr
+})
+
+test('npm pack: no rebuild of a current binary, no prepare script in the packed manifest, the repo manifest restored', () => {
+  assert.equal(packRun.binaryRebuilt, false, packRun.output)
+  assert.doesNotMatch(packRun.output, /napi build|Compiling pi-native/)
+  assert.match(packRun.output, /the addon is newer than its sources; not rebuilding/)
+  assert.equal(packRun.manifestRestored, true)
+  assert.ok(!fs.existsSync(path.join(root, '.cache', 'package.json.prepack')))
+  const packedManifest = JSON.parse(spawnSync('tar', ['-xzOf', tarball.path, 'package/package.json'], { encoding: 'utf8' }).stdout)
+  for (const s of ['prepare', 'prepack', 'postpack', 'preinstall', 'install', 'postinstall']) {
+    assert.equal(packedManifest.scripts?.[s], undefined, `packed manifest has no ${s} script`)
+  }
+  const installed = JSON.parse(fs.readFileSync(path.join(consumer, 'node_modules', 'pi-native', 'package.json'), 'utf8'))
+  assert.deepEqual(installed.exports, require('../package.json').exports)
+  assert.deepEqual(installed.typesVersions, require('../package.json').typesVersions)
+  // Installing the tarball runs nothing and warns about nothing.
+  assert.doesNotMatch(installOutput, /install-scripts|EBADENGINE|npm warn/i, installOutput)
 })
 
 test('the tarball carries the loader, the types, the JS layers and the linux-x64-gnu binary — and no sources', () => {
@@ -91,7 +123,7 @@ test('ESM: named imports and `export *` re-exports of every subpath see every na
   assert.deepEqual(out, { backend: 'native', missing: [], alive: true, id: 'master-s' })
 })
 
-test('TypeScript: every public name type-checks under moduleResolution node16 and bundler', () => {
+test('TypeScript: every public name type-checks under moduleResolution node16, bundler and node10', () => {
   const imports = Object.entries(SUBPATHS).map(
     ([sub, names]) => `import { ${names.join(', ')} } from 'pi-native/${sub}'\nimport type { ${TYPES[sub].join(', ')} } from 'pi-native/${sub}'`,
   )
@@ -141,6 +173,8 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   for (const [name, compilerOptions] of [
     ['node16', { module: 'node16', moduleResolution: 'node16' }],
     ['bundler', { module: 'esnext', moduleResolution: 'bundler' }],
+    // node10 ignores `exports`: the subpaths resolve through typesVersions only.
+    ['node10', { module: 'commonjs', moduleResolution: 'node' }],
   ]) {
     const config = { compilerOptions: { ...compilerOptions, strict: true, noEmit: true, skipLibCheck: false, types: [], target: 'es2022' }, files: ['index.ts', 'store.ts'] }
     fs.writeFileSync(path.join(consumer, `tsconfig.${name}.json`), JSON.stringify(config))
@@ -235,4 +269,19 @@ test("README host modules (import-then-export form) compile with tsc and run, ca
   assert.equal(out.worktree, false)
   assert.equal(out.stale, false)
   assert.equal(out.start, 'number')
+})
+
+test('no EBADENGINE on npm install: every non-optional package in the lockfile accepts this Node; the SDK oracle stays 1.6.0 in its own lockfile', () => {
+  // npm warns once per non-optional package whose engines.node rejects the running Node
+  // (arborist's engine check); optional ones are skipped silently. Same rule here.
+  const semver = require('semver')
+  const lock = require('../package-lock.json')
+  const rejecting = Object.entries(lock.packages)
+    .filter(([name, p]) => name && !p.optional && p.engines?.node && !semver.satisfies(process.versions.node, p.engines.node))
+    .map(([name, p]) => `${name} (${p.engines.node})`)
+  assert.deepEqual(rejecting, [])
+  assert.ok(!Object.keys(lock.packages).some((k) => k.includes('@earendil-works')), 'the SDK is not in the root tree')
+  const oracle = require('./oracle/package-lock.json')
+  assert.equal(oracle.packages['node_modules/@earendil-works/pi-coding-agent'].version, '1.6.0')
+  assert.equal(require('./oracle/package.json').dependencies['@earendil-works/pi-coding-agent'], '1.6.0')
 })

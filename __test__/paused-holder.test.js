@@ -92,7 +92,7 @@ for (const kind of ['async', 'sync']) {
       const res = await r.holder.done
       assert.equal(res.code, 0, res.err)
       const outcome = JSON.parse(res.out)
-      assert.deepEqual(outcome, { code: 'ECOMPROMISED', message: 'Unable to update lock within the stale threshold' })
+      assert.deepEqual(outcome, { code: 'ECOMPROMISED', message: 'Unable to update lock within the stale threshold' }, `${res.out}\n${res.err}\ntaker: ${taken.out}`)
       const mdir = path.join(r.agentDir, 'state', 'process-matrix')
       const text = fs.readFileSync(path.join(mdir, `${r.running.entryId}.json`), 'utf8')
       assert.equal(text, JSON.stringify(takerEntry(r), null, '\t') + '\n', "the taker's entry, whole")

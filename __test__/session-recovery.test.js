@@ -40,7 +40,9 @@ const writeSession = (dir, name, records, mtimeSec) => {
 // ---- the oracle: A13–A24 around the SDK's own parseSessionEntries + migrateSessionEntries -----
 let sdk
 test.before(async () => {
-  sdk = await import(pathToFileURL(path.join(root, 'node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js')).href)
+  // The SDK lives in __test__/oracle (its own lockfile; see scripts/oracle.js).
+  const { ensureOracle } = require('../scripts/oracle.js')
+  sdk = await import(pathToFileURL(path.join(ensureOracle(), 'dist/core/session-manager.js')).href)
 })
 
 function oracle(sessionDir, sessionId) {

@@ -49,7 +49,8 @@ const incrementer = (n, mode) => `${PRELUDE}
         locked++
       }
     }
-    console.log(JSON.stringify({ backend: s.backend, conflicts, locked }))
+    const notified = s.backend === 'native' ? require(${JSON.stringify(path.join(root, 'index.js'))}).lockNotifiedAttempts() : 0
+    console.log(JSON.stringify({ backend: s.backend, conflicts, locked, notified }))
   })()`
 
 test('6 processes × 150 CAS increments, native and proper-lockfile writers mixed: exact count, nothing left behind', async () => {
@@ -72,6 +73,28 @@ test('6 processes × 150 CAS increments, native and proper-lockfile writers mixe
   const final = await native.readEntry(a, e.entryId)
   assert.equal(final.taskRef, String(6 * 150))
   assert.deepEqual(leftovers(a), ['worker-counter.json'])
+  // Native waiters were woken by lock removals (of native and proper-lockfile holders alike).
+  const notified = results.reduce((sum, r) => sum + JSON.parse(r.stdout).notified, 0)
+  assert.ok(notified > 0, `notified handoffs: ${notified}`)
+})
+
+test('notified handoff: a native waiter retries the moment a proper-lockfile holder removes its lock', async () => {
+  const binding = require('../index.js')
+  const lockfile = require('proper-lockfile')
+  const a = tempAgentDir()
+  const e = makeEntry('worker', 'handoff')
+  await native.writeEntry(a, e)
+  const file = native.entryPath(a, e.entryId)
+  for (let round = 0; round < 5; round++) {
+    const release = await lockfile.lock(file, { realpath: false })
+    const before = binding.lockNotifiedAttempts()
+    // The schedule alone would retry at +25, +75, +175 ms; the holder lets go at +120 ms.
+    setTimeout(() => release(), 120)
+    await native.writeEntry(a, { ...e, taskRef: `round-${round}` })
+    assert.ok(binding.lockNotifiedAttempts() > before, 'the acquisition came from a notified removal')
+    assert.equal((await native.readEntry(a, e.entryId)).taskRef, `round-${round}`)
+  }
+  assert.deepEqual(leftovers(a), ['worker-handoff.json'])
 })
 
 test('a lock held (and refreshed) by a proper-lockfile process is never stolen; its holder is never compromised', async () => {

@@ -5,6 +5,11 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
+const { nativeError } = require('./errors.js')
+const { expectedText, validTimestamps } = require('./expected.js')
+
+// Every native failure of this environment is built by lib/errors.js (one place).
+binding.setErrorFactory(nativeError)
 const { recoveryLimits } = require('../js/options.js')
 
 // L8: lock directories still held when this environment exits (e.g. a withFileLock callback
@@ -51,15 +56,6 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
 
 const durable = () => process.env.PI_NATIVE_FSYNC === '1'
 
-/** A Node-shaped Error from a native error description. */
-function toError(info) {
-  const err = new Error(info.message)
-  for (const key of ['errno', 'code', 'syscall', 'path', 'dest', 'file']) {
-    if (info[key] !== null && info[key] !== undefined) err[key] = info[key]
-  }
-  return err
-}
-
 const finiteDate = (s) => Number.isFinite(Date.parse(s))
 
 /** Run `fn` so that a synchronous throw becomes a rejection (SPEC G1). */
@@ -80,16 +76,10 @@ function serialize(entry) {
   }
 }
 
-/** Throw what an envelope reports: an fs/lock error, or the serialization error of a match. */
-function settle(r, serialized) {
-  if (r.error) throw toError(r.error)
-  if (r.noPayload) throw serialized.error
-}
-
 function readEntry(agentDir, entryId) {
   return rejecting(() =>
     binding.storeRead(binding.entryPath(agentDir, entryId)).then((r) => {
-      if (r.text === null || r.text === undefined) return undefined
+      if (r === null) return undefined
       return r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
     }),
   )
@@ -126,19 +116,25 @@ function writeEntry(agentDir, entry) {
   return rejecting(() => {
     const file = binding.entryPath(agentDir, entry.entryId)
     const serialized = serialize(entry)
-    return binding.storeWrite(file, serialized.payload, durable()).then((r) => {
-      settle({ ...r, noPayload: serialized.payload === null }, serialized)
+    return binding.storeWrite(file, serialized.payload, durable()).then(() => {
+      if (serialized.payload === null) throw serialized.error // after mkdir, lock and release (B7)
     })
   })
 }
 
-/** Resolve a CAS envelope, finishing a suspended one with V8's verdict on its timestamps. */
-function casOutcome(r, serialized) {
-  if (r.handle !== null && r.handle !== undefined) {
-    return binding.storeCasFinish(r.handle, r.pending.every(finiteDate)).then((f) => casOutcome(f, serialized))
+/** Start an async CAS, handing `expected` over in its fast form when it has one. */
+function casStart(file, expected, payload, remove) {
+  const text = expectedText(expected)
+  return binding.storeCas(file, expected, text, text === null ? [] : validTimestamps(expected), payload, remove, durable())
+}
+
+/** A CAS verdict: finish a suspended one with V8's judgement of its timestamps. */
+function casVerdict(r, serialized) {
+  if (r instanceof binding.SuspendedCas) {
+    return r.finish(r.timestamps.every(finiteDate)).then((m) => casVerdict(m, serialized))
   }
-  settle(r, serialized)
-  return r.matched
+  if (r && serialized.payload === null) throw serialized.error // matched, nothing to write
+  return r
 }
 
 function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
@@ -148,7 +144,7 @@ function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
     }
     const file = binding.entryPath(agentDir, entryId)
     const serialized = serialize(next)
-    return binding.storeCas(file, expected, serialized.payload, false, durable()).then((r) => casOutcome(r, serialized))
+    return casStart(file, expected, serialized.payload, false).then((r) => casVerdict(r, serialized))
   })
 }
 
@@ -158,23 +154,19 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   }
   const file = binding.entryPath(agentDir, expected.entryId)
   const serialized = serialize(next)
-  const r = binding.storeCasSync(file, expected, serialized.payload, durable())
-  if (r === 2) throw serialized.error
-  return r === 1
+  const matched = binding.storeCasSync(file, expected, expectedText(expected), serialized.payload, durable())
+  if (matched && serialized.payload === null) throw serialized.error
+  return matched
 }
 
 function removeEntry(agentDir, entryId) {
-  return rejecting(() =>
-    binding.storeRemove(binding.entryPath(agentDir, entryId)).then((r) => {
-      if (r.error) throw toError(r.error)
-    }),
-  )
+  return rejecting(() => binding.storeRemove(binding.entryPath(agentDir, entryId)))
 }
 
 function removeEntryIfUnchanged(agentDir, expected) {
   return rejecting(() => {
     const file = binding.entryPath(agentDir, expected.entryId)
-    return binding.storeCas(file, expected, null, true, durable()).then((r) => casOutcome(r, {}))
+    return casStart(file, expected, null, true).then((r) => casVerdict(r, { payload: '' }))
   })
 }
 
@@ -186,11 +178,7 @@ function sweepOrphanTempFiles(agentDir, minAgeMs) {
 }
 
 function writeFileAtomic(filePath, content, options) {
-  return rejecting(() =>
-    binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()).then((r) => {
-      if (r.error) throw toError(r.error)
-    }),
-  )
+  return rejecting(() => binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()))
 }
 
 function writeFileAtomicSync(filePath, content, options) {
@@ -213,7 +201,6 @@ function compromised(filePath) {
 async function withFileLock(filePath, fn, options) {
   await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const held = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
-  if (!(held instanceof binding.HeldLock)) throw toError(held)
   let result
   try {
     result = await fn()

@@ -20,22 +20,10 @@ function run(name, cmd, args, opts = {}) {
   return ok
 }
 
-function newestMtime(p) {
-  const st = fs.statSync(p)
-  if (!st.isDirectory()) return st.mtimeMs
-  return Math.max(0, ...fs.readdirSync(p).map((n) => newestMtime(path.join(p, n))))
-}
-
-function binaryIsStale() {
-  const binaries = fs.readdirSync(root).filter((n) => /^pi-native\..*\.node$/.test(n))
-  if (binaries.length === 0) return true
-  const built = Math.min(...binaries.map((n) => fs.statSync(path.join(root, n)).mtimeMs))
-  const sources = Math.max(...['src', 'Cargo.toml', 'Cargo.lock', 'build.rs'].map((p) => newestMtime(path.join(root, p))))
-  return sources > built
-}
+const { binaryState } = require('./build-if-stale.js')
 
 const napi = path.join(root, 'node_modules', '.bin', 'napi')
-if (binaryIsStale()) run('build', napi, ['build', '--platform', '--release'])
+if (binaryState() !== null) run('build', napi, ['build', '--platform', '--release'])
 
 const inGit = spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: root }).status === 0
 if (inGit) run('generated loader and types match the build', 'git', ['diff', '--exit-code', '--', 'index.js', 'index.d.ts'])

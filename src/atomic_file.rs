@@ -31,13 +31,55 @@ pub fn dirname(p: &str) -> String {
     }
 }
 
-/// `mkdir -p` with Node's error shape.
+/// `fs.mkdirSync(dir, { recursive: true })`, with Node's errors: Node walks up on ENOENT and
+/// back down, reports every failure against `dir` itself, and turns "a path component is a
+/// file" into ENOTDIR (EEXIST only when `dir` itself is a non-directory).
 pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
     // The common case (it exists) costs one stat.
     if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(|e| FsError::io(&e, "mkdir", dir))
+    let fail = |errno: i32| FsError::io(&std::io::Error::from_raw_os_error(errno), "mkdir", dir);
+    let mut pending: Vec<String> = vec![dir.to_string()];
+    // Node loops forever when a directory's mkdir keeps failing with ENOENT although its parent
+    // exists (e.g. under /proc); a second ENOENT for the same path ends the walk instead.
+    let mut missing_once: Vec<String> = Vec::new();
+    while let Some(next) = pending.pop() {
+        let err = match std::fs::create_dir(&next) {
+            Ok(()) => continue,
+            Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        };
+        match err {
+            libc::EACCES | libc::ENOSPC | libc::ENOTDIR | libc::EPERM => return Err(fail(err)),
+            libc::ENOENT if missing_once.contains(&next) => return Err(fail(libc::ENOENT)),
+            libc::ENOENT => {
+                missing_once.push(next.clone());
+                let parent = match next.rfind('/') {
+                    Some(i) => next[..i].to_string(),
+                    None => next.clone(),
+                };
+                if parent != next {
+                    pending.push(next);
+                    pending.push(parent);
+                } else if pending.is_empty() {
+                    return Err(fail(libc::EEXIST));
+                }
+            }
+            _ => match std::fs::metadata(&next) {
+                Ok(m) if !m.is_dir() => {
+                    let e = if err == libc::EEXIST && !pending.is_empty() {
+                        libc::ENOTDIR
+                    } else {
+                        libc::EEXIST
+                    };
+                    return Err(fail(e));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(fail(e.raw_os_error().unwrap_or(libc::EIO))),
+            },
+        }
+    }
+    Ok(())
 }
 
 /// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format).

@@ -384,6 +384,57 @@ pub fn validate(v: &Json, known: &dyn Fn(&[u16]) -> Option<bool>) -> Verdict {
     }
 }
 
+/// An `expected` value that the JS side proved to be plain JSON data (plain objects and arrays
+/// of finite numbers other than -0, strings, booleans and null, no accessors, symbols or
+/// cycles) and sent as `JSON.stringify` text: parsed here off the JS thread. None if the text
+/// is not JSON (the caller then treats it as never equal).
+pub fn exp_from_json_text(text: &str) -> Option<Exp> {
+    let root = crate::json::parse(text)?;
+    Some(exp_from_json(root))
+}
+
+/// Json → Exp without recursion (the tree may be deep).
+fn exp_from_json(root: Json) -> Exp {
+    // Work items: a value to convert, or a container to close with its child count.
+    enum Work {
+        Value(Json),
+        CloseArr(usize),
+        CloseObj(Vec<Vec<u16>>),
+    }
+    let mut work = vec![Work::Value(root)];
+    let mut done: Vec<Exp> = Vec::new();
+    while let Some(w) = work.pop() {
+        match w {
+            Work::Value(mut v) => match &mut v {
+                Json::Null => done.push(Exp::Null),
+                Json::Bool(b) => done.push(Exp::Bool(*b)),
+                Json::Num(n) => done.push(Exp::Num(*n)),
+                Json::Str(s) => done.push(Exp::Str(std::mem::take(s))),
+                Json::Arr(items) => {
+                    let items = std::mem::take(items);
+                    work.push(Work::CloseArr(items.len()));
+                    work.extend(items.into_iter().rev().map(Work::Value));
+                }
+                Json::Obj(members) => {
+                    let members = std::mem::take(members);
+                    let keys = members.iter().map(|(k, _)| k.clone()).collect();
+                    work.push(Work::CloseObj(keys));
+                    work.extend(members.into_iter().rev().map(|(_, m)| Work::Value(m)));
+                }
+            },
+            Work::CloseArr(n) => {
+                let items = done.split_off(done.len() - n);
+                done.push(Exp::Arr(items));
+            }
+            Work::CloseObj(keys) => {
+                let values = done.split_off(done.len() - keys.len());
+                done.push(Exp::Obj(keys.into_iter().zip(values).collect()));
+            }
+        }
+    }
+    done.pop().unwrap_or(Exp::Never)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

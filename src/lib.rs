@@ -11,6 +11,7 @@ pub mod json;
 pub mod jsstr;
 pub mod liveness;
 pub mod lockfile;
+pub mod lockwatch;
 pub mod nodepath;
 pub mod process_matrix;
 pub mod session_recovery;

@@ -135,6 +135,72 @@ struct State {
     queues: HashMap<String, VecDeque<u64>>,
     next_ticket: u64,
     torn_down: HashSet<u64>,
+    /// Lock paths somebody here waits for on disk → removals seen so far (notified handoff).
+    waiting: HashMap<String, Waiting>,
+    /// Attempts made early because a removal was notified (a diagnostic for tests).
+    notified_attempts: u64,
+}
+
+#[derive(Default)]
+struct Waiting {
+    waiters: usize,
+    removals: u64,
+}
+
+/// A removal inside a watched directory ([`crate::lockwatch`]): wake whoever waits for it.
+fn on_removed(path: &std::path::Path) {
+    let Some(p) = path.to_str() else { return };
+    let mut st = lock_state();
+    if let Some(w) = st.waiting.get_mut(p) {
+        w.removals += 1;
+        drop(st);
+        table().released.notify_all();
+    }
+}
+
+/// Start being woken by removals of `lock_path`; false where notifications are unavailable.
+fn start_watching(lock_path: &str) -> bool {
+    let dir = std::path::Path::new(lock_path).parent();
+    if !dir.is_some_and(|d| crate::lockwatch::watch(d, on_removed)) {
+        return false;
+    }
+    lock_state()
+        .waiting
+        .entry(lock_path.to_string())
+        .or_default()
+        .waiters += 1;
+    true
+}
+
+fn stop_watching(lock_path: &str) {
+    let mut st = lock_state();
+    if let Some(w) = st.waiting.get_mut(lock_path) {
+        w.waiters -= 1;
+        if w.waiters == 0 {
+            st.waiting.remove(lock_path);
+        }
+    }
+}
+
+fn removals(lock_path: &str) -> u64 {
+    lock_state()
+        .waiting
+        .get(lock_path)
+        .map_or(0, |w| w.removals)
+}
+
+/// How many acquisition attempts were made early, on a notified removal (diagnostic).
+pub fn notified_attempts() -> u64 {
+    lock_state().notified_attempts
+}
+
+enum Wake {
+    /// The next scheduled attempt is due.
+    Due,
+    /// The lock directory was removed: try now (the schedule is unchanged).
+    Removed,
+    /// The caller's environment was torn down.
+    Cancelled,
 }
 
 struct Table {
@@ -393,7 +459,11 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         released: false,
     };
     let mut errors: Vec<FsError> = Vec::new();
-    for k in 1..=attempts {
+    let start = Instant::now();
+    let mut k = 1; // the scheduled attempt this is (B17/B18)
+    let mut watching = false;
+    let result = loop {
+        let seen = removals(&guard.lock_path);
         match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
             Ok(id) => {
                 {
@@ -401,11 +471,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                     disk.id = Some(id);
                     disk.last_refresh = Instant::now();
                 }
-                // Taken after the environment went away: give it straight back (Drop).
-                if is_torn_down(opts.owner) {
-                    return Err(FsError::Cancelled);
-                }
-                return Ok(guard);
+                break Ok(());
             }
             Err(err) => {
                 let retryable = match opts.retry {
@@ -413,14 +479,33 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                     Retry::Sync { .. } => err.is("ELOCKED"),
                 };
                 errors.push(err);
-                if !retryable {
-                    break;
+                if !retryable || k >= attempts {
+                    break Err(());
                 }
-                if k < attempts && !pause(opts.owner, opts.retry.wait(k)) {
-                    return Err(FsError::Cancelled);
+                if !watching && errors.last().is_some_and(|e| e.is("ELOCKED")) {
+                    watching = start_watching(&guard.lock_path);
+                    if watching {
+                        continue; // the holder may have let go before the watch was set up
+                    }
+                }
+                let due = start + (1..=k).map(|i| opts.retry.wait(i)).sum::<Duration>();
+                match wait_for(opts.owner, due, &guard.lock_path, seen, watching) {
+                    Wake::Due => k += 1,
+                    Wake::Removed => lock_state().notified_attempts += 1,
+                    Wake::Cancelled => break Err(()),
                 }
             }
         }
+    };
+    if watching {
+        stop_watching(&guard.lock_path);
+    }
+    if is_torn_down(opts.owner) {
+        // Taken or not, an environment that went away gets nothing (Drop gives it back).
+        return Err(FsError::Cancelled);
+    }
+    if result.is_ok() {
+        return Ok(guard);
     }
     let target = guard.file.clone();
     drop(guard); // gives the turn back (nothing on disk is ours)
@@ -430,22 +515,24 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     })
 }
 
-/// Sleep `d` between attempts, waking early when `owner`'s environment is torn down.
-/// Returns false in that case.
-fn pause(owner: u64, d: Duration) -> bool {
-    let deadline = Instant::now() + d;
+/// Wait until `due`, or until `lock_path` is removed (when `watching`: more removals than
+/// `seen`), or until `owner`'s environment is torn down.
+fn wait_for(owner: u64, due: Instant, lock_path: &str, seen: u64, watching: bool) -> Wake {
     let mut st = lock_state();
     loop {
         if owner != 0 && st.torn_down.contains(&owner) {
-            return false;
+            return Wake::Cancelled;
+        }
+        if watching && st.waiting.get(lock_path).is_some_and(|w| w.removals > seen) {
+            return Wake::Removed;
         }
         let now = Instant::now();
-        if now >= deadline {
-            return true;
+        if now >= due {
+            return Wake::Due;
         }
         st = table()
             .released
-            .wait_timeout(st, deadline - now)
+            .wait_timeout(st, due - now)
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }

@@ -2,6 +2,7 @@
 //! failures onto the errors the replaced JavaScript threw. No capability logic lives here.
 
 pub mod expected;
+pub mod failure;
 pub mod jsval;
 pub mod liveness;
 pub mod process_matrix;

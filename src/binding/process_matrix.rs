@@ -1,20 +1,21 @@
 //! N-API surface of `pi-native/process-matrix-store` and `pi-native/atomic-file`: the
 //! building blocks the JS wrappers in `lib/native.js` compose into the exact public contract.
-//! Async operations run on blocking worker threads and resolve an [`OpResult`] envelope (the
-//! wrapper turns `error` into a Node-shaped rejection); sync ones throw Node-shaped errors.
+//! Each operation returns a typed result; failures are thrown (sync) or rejected (async) as the
+//! errors the environment's factory builds ([`super::failure`]). Async operations run off the
+//! JS thread with one hop ([`run`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use napi::bindgen_prelude::*;
-use napi::{sys, JsValue};
+use napi::JsValue;
 use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
+use super::failure::{js_error, run};
 use super::jsval::{received, to_js_string, type_error, type_of};
-use crate::fserror::FsError;
+use crate::entry::Exp;
 use crate::lockfile::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::process_matrix::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
 
@@ -38,137 +39,10 @@ fn owner(env: &Env) -> Result<u64> {
     Ok(id)
 }
 
-// ---- results and errors ------------------------------------------------------------------------
-
-/// A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
-/// fs errors or `file` for lock errors).
-#[napi(object)]
-pub struct ErrorInfo {
-    pub message: String,
-    pub code: String,
-    pub errno: Option<i32>,
-    pub syscall: Option<String>,
-    pub path: Option<String>,
-    pub dest: Option<String>,
-    pub file: Option<String>,
-}
-
-impl From<&FsError> for ErrorInfo {
-    fn from(e: &FsError) -> Self {
-        let mut info = ErrorInfo {
-            message: e.to_string(),
-            code: e.code().to_string(),
-            errno: None,
-            syscall: None,
-            path: None,
-            dest: None,
-            file: None,
-        };
-        match e {
-            FsError::Io {
-                errno,
-                syscall,
-                path,
-                dest,
-                ..
-            } => {
-                info.errno = Some(*errno);
-                info.syscall = Some(syscall.to_string());
-                info.path = Some(path.clone());
-                info.dest = dest.clone();
-            }
-            FsError::Locked { file } | FsError::Compromised { file } => {
-                info.file = Some(file.clone())
-            }
-            FsError::Cancelled | FsError::Internal(_) => {}
-        }
-        info
-    }
-}
-
-/// Envelope resolved by every async store operation.
-#[napi(object)]
-#[derive(Default)]
-pub struct OpResult {
-    pub error: Option<ErrorInfo>,
-    /// readEntry: the accepted file text.
-    pub text: Option<String>,
-    /// Timestamps only V8 can judge (the entry is valid iff all are finite).
-    pub pending: Option<Vec<Utf16String>>,
-    /// CAS: whether `expected` matched.
-    pub matched: Option<bool>,
-    /// CAS matched but the caller's serialization had failed: reject with that error.
-    pub no_payload: Option<bool>,
-    /// CAS suspended under its lock: finish with `storeCasFinish(handle, valid)`.
-    pub handle: Option<u32>,
-}
-
-fn failed(e: &FsError) -> OpResult {
-    OpResult {
-        error: Some(e.into()),
-        ..Default::default()
-    }
-}
+// ---- results ----------------------------------------------------------------------------------
 
 fn utf16_list(v: Vec<Vec<u16>>) -> Vec<Utf16String> {
     v.into_iter().map(Utf16String::from).collect()
-}
-
-/// Throw a Node-shaped error from a sync function.
-fn throw_fs<T>(env: &Env, e: &FsError) -> Result<T> {
-    let info = ErrorInfo::from(e);
-    let mut err = env.create_error(napi::Error::new(
-        Status::GenericFailure,
-        info.message.clone(),
-    ))?;
-    err.set_named_property("code", info.code.as_str())?;
-    for (k, v) in [
-        ("syscall", &info.syscall),
-        ("path", &info.path),
-        ("dest", &info.dest),
-        ("file", &info.file),
-    ] {
-        if let Some(v) = v {
-            err.set_named_property(k, v.as_str())?;
-        }
-    }
-    if let Some(errno) = info.errno {
-        err.set_named_property("errno", errno)?;
-    }
-    // SAFETY: env is live and `err` an object created in it.
-    unsafe { sys::napi_throw(env.raw(), err.raw()) };
-    Err(Error::new(Status::PendingException, info.message))
-}
-
-/// Run blocking work on a worker thread and resolve its envelope.
-fn spawn<'e, F>(env: &'e Env, work: F) -> Result<PromiseRaw<'e, OpResult>>
-where
-    F: FnOnce() -> OpResult + Send + 'static,
-{
-    env.spawn_future(async move {
-        // block_in_place: run here, handing this worker's other tasks to another thread,
-        // instead of a second hop to the blocking pool (each thread wake costs tens of µs).
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tokio::task::block_in_place(work)
-        }));
-        Ok(outcome.unwrap_or_else(|_| OpResult {
-            error: Some(internal_failure()),
-            ..Default::default()
-        }))
-    })
-}
-
-/// What a panic on a worker thread becomes: a rejection that says so, never a wrong value.
-fn internal_failure() -> ErrorInfo {
-    ErrorInfo {
-        message: "pi-native: internal failure in a worker thread".into(),
-        code: "ERR_PI_NATIVE_INTERNAL".into(),
-        errno: None,
-        syscall: None,
-        path: None,
-        dest: None,
-        file: None,
-    }
 }
 
 // ---- argument conversion -----------------------------------------------------------------------
@@ -231,17 +105,26 @@ fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
     Ok(WriteOptions { lock, durable })
 }
 
-/// readEntry core: resolves `{ text, pending }` for an accepted file, `{}` when absent.
-#[napi(ts_return_type = "Promise<OpResult>")]
-pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, OpResult>> {
-    spawn(env, move || match core::read_entry(&file) {
-        Some(r) => OpResult {
-            text: Some(r.text),
-            pending: Some(utf16_list(r.pending)),
-            ..Default::default()
+/// An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite).
+#[napi(object)]
+pub struct EntryText {
+    pub text: String,
+    pub pending: Vec<Utf16String>,
+}
+
+/// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
+#[napi(ts_return_type = "Promise<EntryText | null>")]
+pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
+    run(
+        env,
+        move || Ok(core::read_entry(&file)),
+        |_, r| {
+            Ok(r.map(|r| EntryText {
+                text: r.text,
+                pending: utf16_list(r.pending),
+            }))
         },
-        None => OpResult::default(),
-    })
+    )
 }
 
 /// Target size of one [`ListChunk`]'s JSON text: V8 parses it in about a millisecond, so the
@@ -304,80 +187,73 @@ fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
 /// entries as [`ListChunks`].
 #[napi(ts_return_type = "Promise<ListChunks>")]
 pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, ListChunks>> {
-    env.spawn_future(async move {
-        // As in `spawn`: run on this runtime thread rather than hop to the blocking pool.
-        let listed = std::panic::catch_unwind(|| {
-            tokio::task::block_in_place(|| core::list_entries(&agent_dir))
-        });
-        listed
-            .map(list_chunks)
-            .map_err(|_| Error::from_reason("pi-native: internal failure in a worker thread"))
-    })
+    run(
+        env,
+        move || Ok(list_chunks(core::list_entries(&agent_dir))),
+        |_, chunks| Ok(chunks),
+    )
 }
 
 /// writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release.
-#[napi(ts_return_type = "Promise<OpResult>")]
+#[napi(ts_return_type = "Promise<void>")]
 pub fn store_write<'e>(
     env: &'e Env,
     file: String,
     payload: Option<String>,
     durable: bool,
-) -> Result<PromiseRaw<'e, OpResult>> {
+) -> Result<PromiseRaw<'e, ()>> {
     let opts = store_opts(env, durable)?;
-    spawn(env, move || {
-        match core::write_entry(&file, payload.as_deref().map(str::as_bytes), opts) {
-            Ok(()) => OpResult::default(),
-            Err(e) => failed(&e),
-        }
-    })
+    run(
+        env,
+        move || core::write_entry(&file, payload.as_deref().map(str::as_bytes), opts),
+        |_, ()| Ok(()),
+    )
 }
 
 /// removeEntry core.
-#[napi(ts_return_type = "Promise<OpResult>")]
-pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, OpResult>> {
+#[napi(ts_return_type = "Promise<void>")]
+pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>> {
     let opts = store_opts(env, false)?;
-    spawn(env, move || match core::remove_entry(&file, opts) {
-        Ok(()) => OpResult::default(),
-        Err(e) => failed(&e),
-    })
+    run(env, move || core::remove_entry(&file, opts), |_, ()| Ok(()))
 }
 
-fn pending_table() -> &'static Mutex<HashMap<u32, PendingCas>> {
-    static T: OnceLock<Mutex<HashMap<u32, PendingCas>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(HashMap::new()))
+/// A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
+/// judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
+/// environment's teardown) releases the lock without writing.
+#[napi]
+pub struct SuspendedCas {
+    pending: Option<PendingCas>,
+    timestamps: Vec<Vec<u16>>,
 }
-static NEXT_HANDLE: AtomicU32 = AtomicU32::new(1);
 
-fn cas_result(outcome: std::result::Result<CasOutcome, FsError>) -> OpResult {
-    match outcome {
-        Ok(CasOutcome::Matched) => OpResult {
-            matched: Some(true),
-            ..Default::default()
-        },
-        Ok(CasOutcome::NotMatched) => OpResult {
-            matched: Some(false),
-            ..Default::default()
-        },
-        Ok(CasOutcome::MatchedWithoutPayload) => OpResult {
-            matched: Some(true),
-            no_payload: Some(true),
-            ..Default::default()
-        },
-        Ok(CasOutcome::NeedsTimestamps(p)) => {
-            let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-            let pending = utf16_list(p.pending.clone());
-            pending_table()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(handle, p);
-            OpResult {
-                handle: Some(handle),
-                pending: Some(pending),
-                ..Default::default()
-            }
-        }
-        Err(e) => failed(&e),
+#[napi]
+impl SuspendedCas {
+    /// The timestamps to judge with `Date.parse`.
+    #[napi(getter)]
+    pub fn timestamps(&self) -> Vec<Utf16String> {
+        utf16_list(self.timestamps.clone())
     }
+
+    /// Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
+    /// (and therefore wrote or removed). A second call resolves false.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn finish<'e>(&mut self, env: &'e Env, valid: bool) -> Result<PromiseRaw<'e, bool>> {
+        let p = self.pending.take();
+        run(
+            env,
+            move || match p {
+                Some(p) => core::cas_finish(p, valid).map(matched),
+                None => Ok(false),
+            },
+            |_, m| Ok(m),
+        )
+    }
+}
+
+/// Whether a CAS matched (it then wrote or removed, or found nothing to write: the wrapper
+/// throws the serialization error in that case, since it knows the payload was null).
+fn matched(o: CasOutcome) -> bool {
+    matches!(o, CasOutcome::Matched | CasOutcome::MatchedWithoutPayload)
 }
 
 fn action(payload: Option<String>, remove: bool) -> Action {
@@ -388,85 +264,114 @@ fn action(payload: Option<String>, remove: bool) -> Action {
     }
 }
 
-/// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): `expected` is read on this thread
-/// with isDeepStrictEqual's distinctions; the lock, read, comparison and write happen on a
-/// worker thread.
+/// `expected` as the CAS compares it: the JS side's `JSON.stringify` text when it proved the
+/// value plain JSON data (parsed later, off the JS thread), else read here with every
+/// isDeepStrictEqual distinction.
+enum Expected {
+    Text(String),
+    Read(Exp),
+}
+
+impl Expected {
+    fn new(env: &Env, expected: Unknown, text: Option<String>) -> Result<Expected> {
+        Ok(match text {
+            Some(t) => Expected::Text(t),
+            None => Expected::Read(to_exp(&Js::new(env)?, expected.raw())?),
+        })
+    }
+
+    fn into_exp(self) -> Exp {
+        match self {
+            Expected::Text(t) => crate::entry::exp_from_json_text(&t).unwrap_or(Exp::Never),
+            Expected::Read(e) => e,
+        }
+    }
+}
+
+/// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
+/// write happen on a worker thread. `expectedText` is the fast form of `expected` (see
+/// [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+/// only equal it if its timestamps are those). Resolves whether it matched, or a
+/// [`SuspendedCas`].
 #[napi(
-    ts_args_type = "file: string, expected: unknown, payload: string | null, remove: boolean, durable: boolean",
-    ts_return_type = "Promise<OpResult>"
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
+    ts_return_type = "Promise<boolean | SuspendedCas>"
 )]
+#[allow(clippy::too_many_arguments)]
 pub fn store_cas<'e>(
     env: &'e Env,
     file: String,
     expected: Unknown,
+    expected_text: Option<String>,
+    valid_timestamps: Vec<Utf16String>,
     payload: Option<String>,
     remove: bool,
     durable: bool,
-) -> Result<PromiseRaw<'e, OpResult>> {
-    let js = Js::new(env)?;
-    let exp = to_exp(&js, expected.raw())?;
-    let known = expected_timestamps(&js, &exp)?;
+) -> Result<PromiseRaw<'e, Either<bool, SuspendedCas>>> {
+    let exp = Expected::new(env, expected, expected_text)?;
+    let known: HashMap<Vec<u16>, bool> = match &exp {
+        // Read on this thread: V8 judges its timestamps now, from the value read.
+        Expected::Read(e) => expected_timestamps(&Js::new(env)?, e)?,
+        Expected::Text(_) => valid_timestamps
+            .iter()
+            .map(|s| (s.to_vec(), true))
+            .collect(),
+    };
     let opts = store_opts(env, durable)?;
     let act = action(payload, remove);
-    spawn(env, move || {
-        let lookup = |s: &[u16]| known.get(s).copied();
-        cas_result(core::cas(&file, &exp, &lookup, act, opts))
-    })
-}
-
-/// Finish a CAS that `storeCas` suspended (its `expected` was undefined and the file's
-/// timestamps needed V8): `valid` says whether all of them were finite.
-#[napi(ts_return_type = "Promise<OpResult>")]
-pub fn store_cas_finish<'e>(
-    env: &'e Env,
-    handle: u32,
-    valid: bool,
-) -> Result<PromiseRaw<'e, OpResult>> {
-    let p = pending_table()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&handle);
-    spawn(env, move || match p {
-        Some(p) => cas_result(core::cas_finish(p, valid)),
-        None => OpResult {
-            matched: Some(false),
-            ..Default::default()
+    run(
+        env,
+        move || {
+            let exp = exp.into_exp();
+            let lookup = |s: &[u16]| known.get(s).copied();
+            core::cas(&file, &exp, &lookup, act, opts)
         },
-    })
+        |_, outcome| {
+            Ok(match outcome {
+                CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas {
+                    timestamps: p.pending.clone(),
+                    pending: Some(p),
+                }),
+                o => Either::A(matched(o)),
+            })
+        },
+    )
 }
 
 /// Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
-/// `process.on("exit")`. Returns 0 (no match), 1 (written), 2 (matched but `payload` is null).
-#[napi(ts_args_type = "file: string, expected: unknown, payload: string | null, durable: boolean")]
+/// `process.on("exit")`. Returns whether it matched.
+#[napi(
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean"
+)]
 pub fn store_cas_sync(
     env: &Env,
     file: String,
     expected: Unknown,
+    expected_text: Option<String>,
     payload: Option<String>,
     durable: bool,
-) -> Result<u32> {
+) -> Result<bool> {
+    let exp = Expected::new(env, expected, expected_text)?.into_exp();
     let js = Js::new(env)?;
-    let exp = to_exp(&js, expected.raw())?;
     let mut lock = LockOptions::store_sync();
     lock.owner = owner(env)?;
-    // On the JS thread V8 can be asked directly about any timestamp.
+    // On the JS thread V8 can be asked directly about any timestamp, so nothing is suspended.
     let known = |s: &[u16]| js.date_parse_finite(s).ok();
-    match core::cas(
+    let outcome = core::cas(
         &file,
         &exp,
         &known,
         action(payload, false),
         WriteOptions { lock, durable },
-    ) {
-        Ok(CasOutcome::Matched) => Ok(1),
-        Ok(CasOutcome::MatchedWithoutPayload) => Ok(2),
-        Ok(CasOutcome::NotMatched) => Ok(0),
+    );
+    match outcome {
         Ok(CasOutcome::NeedsTimestamps(p)) => {
             // Unreachable with a V8-backed `known`; finish conservatively as "valid".
-            let _ = p.guard.release();
-            Ok(0)
+            drop(p);
+            Ok(false)
         }
-        Err(e) => throw_fs(env, &e),
+        Ok(o) => Ok(matched(o)),
+        Err(e) => Err(js_error(env, &e)),
     }
 }
 
@@ -484,13 +389,11 @@ pub fn sweep_orphan_temp_files<'e>(
 ) -> Result<PromiseRaw<'e, Vec<String>>> {
     let age =
         std::time::Duration::from_millis(min_age_ms.unwrap_or(300_000.0).clamp(0.0, 1e15) as u64);
-    env.spawn_future(async move {
-        Ok(
-            tokio::task::spawn_blocking(move || core::sweep_orphan_temp_files(&agent_dir, age))
-                .await
-                .unwrap_or_default(),
-        )
-    })
+    run(
+        env,
+        move || Ok(core::sweep_orphan_temp_files(&agent_dir, age)),
+        |_, v| Ok(v),
+    )
 }
 
 // ---- atomic-file ------------------------------------------------------------------------------
@@ -513,7 +416,7 @@ fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
 /// writeFileAtomic core.
 #[napi(
     ts_args_type = "filePath: string, content: string | Uint8Array, mode: number, durable: boolean",
-    ts_return_type = "Promise<OpResult>"
+    ts_return_type = "Promise<void>"
 )]
 pub fn atomic_write<'e>(
     env: &'e Env,
@@ -521,15 +424,14 @@ pub fn atomic_write<'e>(
     content: Unknown,
     mode: u32,
     durable: bool,
-) -> Result<PromiseRaw<'e, OpResult>> {
+) -> Result<PromiseRaw<'e, ()>> {
     let file = path_arg(env, &file, "path")?;
     let bytes = content_bytes(env, &content)?;
-    spawn(env, move || {
-        match crate::atomic_file::write_atomic(&file, &bytes, mode, durable) {
-            Ok(()) => OpResult::default(),
-            Err(e) => failed(&e),
-        }
-    })
+    run(
+        env,
+        move || crate::atomic_file::write_atomic(&file, &bytes, mode, durable),
+        |_, ()| Ok(()),
+    )
 }
 
 /// writeFileAtomicSync core (throws Node-shaped errors).
@@ -544,10 +446,7 @@ pub fn atomic_write_sync(
     durable: bool,
 ) -> Result<()> {
     let bytes = content_bytes(env, &content)?;
-    match crate::atomic_file::write_atomic(&file, &bytes, mode, durable) {
-        Ok(()) => Ok(()),
-        Err(e) => throw_fs(env, &e),
-    }
+    crate::atomic_file::write_atomic(&file, &bytes, mode, durable).map_err(|e| js_error(env, &e))
 }
 
 /// A lock held for a `withFileLock(Sync)` callback. It belongs to the JS environment that took
@@ -594,7 +493,7 @@ fn callback_lock_options(
 /// withFileLock core: acquire (off the JS thread), resolving the held lock or the error.
 #[napi(
     ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean",
-    ts_return_type = "Promise<HeldLock | ErrorInfo>"
+    ts_return_type = "Promise<HeldLock>"
 )]
 pub fn lock_acquire<'e>(
     env: &'e Env,
@@ -602,19 +501,14 @@ pub fn lock_acquire<'e>(
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
-) -> Result<PromiseRaw<'e, Either<HeldLock, ErrorInfo>>> {
+) -> Result<PromiseRaw<'e, HeldLock>> {
     let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
-    env.spawn_future(async move {
-        let outcome = std::panic::catch_unwind(|| {
-            tokio::task::block_in_place(|| lockfile::acquire(&file, opts))
-        });
-        Ok(match outcome {
-            Ok(Ok(g)) => Either::A(HeldLock { guard: Some(g) }),
-            Ok(Err(e)) => Either::B(ErrorInfo::from(&e)),
-            Err(_) => Either::B(internal_failure()),
-        })
-    })
+    run(
+        env,
+        move || lockfile::acquire(&file, opts),
+        |_, g| Ok(HeldLock { guard: Some(g) }),
+    )
 }
 
 /// withFileLockSync core: acquire on this thread (blocking sleeps between attempts).
@@ -630,7 +524,7 @@ pub fn lock_acquire_sync(
     let opts = callback_lock_options(env, retries, stale, realpath, true)?;
     match lockfile::acquire(&file, opts) {
         Ok(g) => Ok(HeldLock { guard: Some(g) }),
-        Err(e) => throw_fs(env, &e),
+        Err(e) => Err(js_error(env, &e)),
     }
 }
 
@@ -640,4 +534,11 @@ pub fn lock_acquire_sync(
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
     lockfile::release_callback_locks(owner(env)?);
     Ok(())
+}
+
+/// Diagnostic: lock acquisition attempts this process made early because the held lock's
+/// directory was seen removed (notified handoff) rather than at the next scheduled retry.
+#[napi]
+pub fn lock_notified_attempts() -> f64 {
+    lockfile::notified_attempts() as f64
 }

@@ -1,0 +1,124 @@
+//! The one way native failures reach JavaScript. Rust never formats a Node error itself: it
+//! hands a plain description (`errno`/`syscall`/`path`/`dest` for file-system failures, `code`
+//! and `file` for lock failures) to the error factory that `lib/native.js` registers for its
+//! environment, which builds the error with Node's own errno mapping. Sync functions throw the
+//! result, async ones reject with it.
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::fserror::FsError;
+
+/// What went wrong, in the terms the JS error factory needs.
+#[napi(object)]
+pub struct Failure {
+    /// Negative errno (libuv convention) of a file-system failure.
+    pub errno: Option<i32>,
+    pub syscall: Option<String>,
+    pub path: Option<String>,
+    pub dest: Option<String>,
+    /// `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL` (non file-system failures).
+    pub code: Option<String>,
+    /// The resolved target of a lock failure.
+    pub file: Option<String>,
+    pub message: Option<String>,
+}
+
+impl From<&FsError> for Failure {
+    fn from(e: &FsError) -> Self {
+        let mut f = Failure {
+            errno: None,
+            syscall: None,
+            path: None,
+            dest: None,
+            code: None,
+            file: None,
+            message: None,
+        };
+        match e {
+            FsError::Io {
+                errno,
+                syscall,
+                path,
+                dest,
+                ..
+            } => {
+                f.errno = Some(*errno);
+                f.syscall = Some(syscall.to_string());
+                f.path = Some(path.clone());
+                f.dest = dest.clone();
+            }
+            FsError::Locked { file } | FsError::Compromised { file } => {
+                f.code = Some(e.code().to_string());
+                f.file = Some(file.clone());
+                f.message = Some(e.to_string());
+            }
+            FsError::Cancelled | FsError::Internal(_) => {
+                f.code = Some(e.code().to_string());
+                f.message = Some(e.to_string());
+            }
+        }
+        f
+    }
+}
+
+/// Per-environment data: the registered error factory.
+struct EnvData {
+    error_factory: FunctionRef<Failure, Unknown<'static>>,
+}
+
+/// Register the function that turns a [`Failure`] into the Error thrown or rejected with
+/// (called once by `lib/native.js` in every environment that loads the addon).
+#[napi(ts_args_type = "factory: (failure: Failure) => Error")]
+pub fn set_error_factory(env: &Env, factory: Function<Failure, Unknown<'static>>) -> Result<()> {
+    let data = EnvData {
+        error_factory: factory.create_ref()?,
+    };
+    env.set_instance_data(data, (), |_| {})
+}
+
+/// The JS error for `e`, built by the environment's factory (a plain Error if none is set).
+pub fn js_error(env: &Env, e: &FsError) -> Error {
+    let built = env
+        .get_instance_data::<EnvData>()
+        .ok()
+        .flatten()
+        .and_then(|d| d.error_factory.borrow_back(env).ok())
+        .and_then(|f| f.call(Failure::from(e)).ok());
+    match built {
+        Some(value) => Error::from(value),
+        None => Error::new(Status::GenericFailure, e.to_string()),
+    }
+}
+
+/// A panic caught on a worker thread: a rejection that says so, never a wrong value.
+pub fn internal() -> FsError {
+    FsError::Internal("pi-native: internal failure in a worker thread".into())
+}
+
+/// Run `work` off the JS thread (one hop: a runtime worker thread, run in place) and settle on
+/// the JS thread: `to_js` for a success, the environment's error for a failure or a panic.
+pub fn run<'e, T, V>(
+    env: &'e Env,
+    work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
+    to_js: impl FnOnce(&Env, T) -> Result<V> + 'static,
+) -> Result<PromiseRaw<'e, V>>
+where
+    T: Send + 'static,
+    V: ToNapiValue,
+{
+    env.spawn_future_with_callback(
+        async move {
+            // block_in_place: run here, handing this worker's other tasks to another thread,
+            // instead of a second hop to the blocking pool.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(work)
+            }));
+            Ok(outcome.unwrap_or_else(|_| Err(internal())))
+        },
+        move |env, outcome| match outcome {
+            Ok(v) => to_js(env, v),
+            Err(e) => Err(js_error(env, &e)),
+        },
+    )
+}
