@@ -127,10 +127,10 @@ pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Optio
     )
 }
 
-/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in about a millisecond, so the
+/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in well under a millisecond, so the
 /// JS side can hand the event loop back between chunks (a 20,000-entry list is ~11 MB of text,
 /// over 100 ms of `JSON.parse` in one piece).
-const LIST_CHUNK_BYTES: usize = 128 * 1024;
+const LIST_CHUNK_BYTES: usize = 64 * 1024;
 
 /// One piece of a listing: consecutive accepted entries, in order.
 #[napi(object)]
