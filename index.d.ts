@@ -43,49 +43,11 @@ export declare class SuspendedCas {
   finish(valid: boolean): Promise<boolean>
 }
 
-/**
- * Arm both argument arrays with `--session-id <id> --session-dir <dir>` (only the flags each
- * array lacks), right after `--mode json -p` when present, else at the end. Mutates the arrays
- * in place (`builtArgs` first); returns true iff either array changed.
- */
-export declare function appendWorkerSessionArgs(spawnArgs: string[], builtArgs: string[], ctx: WorkerSessionContext): boolean
-
 /** writeFileAtomic core. */
 export declare function atomicWrite(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): Promise<void>
 
 /** writeFileAtomicSync core (throws Node-shaped errors). */
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
-
-/** `String(role) + "-" + String(sessionId)`, without validation. */
-export declare function buildEntryId(role: 'master' | 'worker', sessionId: string): string
-
-/**
- * `{ pid, alive, detail }` for a recorded pid, with pi-crew's exact `detail` strings:
- * `no pid recorded`, `process is alive`, `process exists but permission is denied`,
- * `process does not exist`, or the probe error's message. `pid` echoes the argument.
- */
-export declare function checkProcessLiveness(pid: number | undefined): ProcessLiveness
-
-/**
- * Integration-lock owner liveness: a lock owned by another host counts as alive; otherwise
- * `owner.pid` is probed as `process.kill(pid, 0)` would (EPERM = alive).
- * Same results as pi-adaptative's `defaultIsPidAlive`.
- */
-export declare function defaultIsPidAlive(owner: IntegrationLockOwner): boolean
-
-/**
- * Working-session identity and directory of a worker, or `null` when no safe identity can be
- * derived (ids are reduced to their part after the last `:` and must be `[A-Za-z0-9_-]+`).
- * An explicit `sessionDir` is returned verbatim; otherwise it is
- * `path.join(artifactsRoot, "sessions", <agent or session id>)`.
- */
-export declare function deriveSessionPaths(input: SessionIdentityInput): WorkerSessionContext | null
-
-/**
- * `path.join(processMatrixDir(agentDir), String(entryId) + ".json")` — an id with `/` or `..`
- * addresses another path, exactly as in the original.
- */
-export declare function entryPath(agentDir: string, entryId: string): string
 
 /** An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite). */
 export interface EntryText {
@@ -107,42 +69,11 @@ export interface Failure {
   message?: string
 }
 
-/**
- * The identity of `pid`, or `undefined` when no such process exists (or `pid` is not a
- * positive int32). Throws a TypeError when `pid` is not a number.
- */
-export declare function getProcessIdentity(pid: number): ProcessIdentity | undefined
+/** `kill(pid, 0)`: 0 on success, else the negative errno Node reports for `process.kill`. */
+export declare function kill0(pid: number): number
 
-/**
- * Start time of `pid` in the legacy orphan-registry unit (Linux: `floor(starttime_ticks × 100)`
- * from `/proc/<pid>/stat`, not milliseconds), or `undefined` when the pid cannot be probed or
- * read. Values equal those pi-crew stored, so registry comparisons keep working.
- */
-export declare function getProcessStartTime(pid: number): number | undefined
-
-/** Owner record of a worktree integration lock (pi-adaptative `IntegrationLockOwner`). */
-export interface IntegrationLockOwner {
-  pid: number
-  hostname: string
-  token: string
-  sessionId?: string
-  laneKey?: string
-  acquiredAt: string
-}
-
-/**
- * True when `pid` is a live process (or one this process may not signal). False for
- * `undefined`, non-numbers, non-finite numbers and pids ≤ 0, and when the probe fails.
- * Same results as pi-adaptative's `isReloadSessionProcessAlive`.
- */
-export declare function isReloadSessionProcessAlive(pid: number | undefined): boolean
-
-/**
- * True while the process an identity was taken from still runs under that pid; false once it
- * exited, became a zombie, or its pid was reused. Throws a TypeError unless `identity` is an
- * object with numeric `pid` and `startTimeMs`.
- */
-export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
+/** Legacy start time of an int32 pid (C4, probe gate included), or `undefined`. */
+export declare function legacyStartTime(pid: number): number | undefined
 
 /** One piece of a listing: consecutive accepted entries, in order. */
 export interface ListChunk {
@@ -164,35 +95,21 @@ export declare function lockAcquireSync(filePath: string, retries?: number, stal
  */
 export declare function lockNotifiedAttempts(): number
 
-/**
- * Probe a pid: `alive`, `dead`, `zombie` (exited, not yet reaped: dead for supervision),
- * `eperm` (exists, not signalable by this process) or `invalid` (not a positive int32).
- * Throws a TypeError when `pid` is not a number.
- */
-export declare function probePid(pid: number): 'alive' | 'dead' | 'zombie' | 'eperm' | 'invalid'
+/** State of a positive int32 pid: `alive`, `dead`, `zombie` or `eperm`. */
+export declare function probeState(pid: number): 'alive' | 'dead' | 'zombie' | 'eperm'
 
-/** `probePid` for many pids at once; one state per element, in order. */
-export declare function probePids(pids: readonly number[]): Array<'alive' | 'dead' | 'zombie' | 'eperm' | 'invalid'>
+/** Identity of a positive int32 pid, or `undefined` when no such process exists. */
+export declare function processIdentity(pid: number): ProcessIdentity | undefined
 
 /**
  * Identity of a running process: its pid, its true start time in epoch milliseconds and its
- * state. Stable for the life of the process; a reused pid gets a different `startTimeMs`.
+ * state.
  */
 export interface ProcessIdentity {
   pid: number
   startTimeMs: number
   state: 'alive' | 'zombie' | 'eperm'
 }
-
-/** Result of `checkProcessLiveness` (pi-crew `ProcessLiveness`). */
-export interface ProcessLiveness {
-  pid?: number
-  alive: boolean
-  detail: string
-}
-
-/** `path.join(agentDir, "state", "process-matrix")`. */
-export declare function processMatrixDir(agentDir: string): string
 
 /**
  * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
@@ -208,20 +125,8 @@ export declare function recoverSessionTail(sessionDir: string, sessionId: string
  */
 export declare function releaseLocksAtExit(): void
 
-/**
- * Whether crash recovery is on: `PI_CREW_SESSION_RECOVERY` (1/true/yes or 0/false/no, read
- * from `process.env` at call time) wins in both directions; else `explicit` when it is not
- * null/undefined (returned unchanged); else true.
- */
-export declare function resolveSessionRecoveryEnabled(explicit?: boolean): boolean
-
-/** Input of `deriveSessionPaths` (pi-crew `SessionIdentityInput`). */
-export interface SessionIdentityInput {
-  sessionId?: string
-  sessionDir?: string
-  agentId?: string
-  artifactsRoot?: string
-}
+/** Whether a positive int32 pid still names the process that started at `startTimeMs`. */
+export declare function sameProcess(pid: number, startTimeMs: number): boolean
 
 /** Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`). */
 export interface SessionTail {
@@ -238,12 +143,6 @@ export interface SessionTail {
  * (called once by `lib/native.js` in every environment that loads the addon).
  */
 export declare function setErrorFactory(factory: (failure: Failure) => Error): void
-
-/**
- * True when a worker's end looks like a crash worth recovering: exit code `null` (signal death)
- * or killed. `result.exitStatus`, when present, overrides `exitCode` and `killed` field by field.
- */
-export declare function shouldAttemptSessionRecovery(result: { exitCode: number | null; exitStatus?: { exitCode?: number | null; killed?: boolean } }, killed: boolean): boolean
 
 /**
  * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
@@ -281,9 +180,3 @@ export declare function storeWrite(file: string, payload: string | undefined | n
  * removed paths. Never runs on its own.
  */
 export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number): Promise<string[]>
-
-/** A worker's session identity (pi-crew `WorkerSessionContext`). */
-export interface WorkerSessionContext {
-  sessionId: string
-  sessionDir: string
-}

@@ -19,7 +19,35 @@ module.exports = async function liveness({ compare, native, js }) {
       return err.code === 'EPERM'
     }
   }
+  // The originals' own shape (SPEC C1, C3): process.kill straight, no layer in between.
+  const originalCheck = (pid) => {
+    if (pid === undefined || !Number.isInteger(pid) || pid <= 0) return { pid, alive: false, detail: 'no pid recorded' }
+    try {
+      process.kill(pid, 0)
+      return { pid, alive: true, detail: 'process is alive' }
+    } catch (err) {
+      if (err.code === 'EPERM') return { pid, alive: true, detail: 'process exists but permission is denied' }
+      if (err.code === 'ESRCH') return { pid, alive: false, detail: 'process does not exist' }
+      return { pid, alive: false, detail: err.message }
+    }
+  }
   return [
+    await compare({
+      name: 'alive pid (self): checkProcessLiveness, original-shaped JS vs native',
+      baseline: () => originalCheck(alive),
+      native: () => native.checkProcessLiveness(alive),
+      iterations: 20000,
+      target: 1,
+      targetText: '≥ 1×',
+    }),
+    await compare({
+      name: 'alive pid (self): checkProcessLiveness',
+      baseline: () => js.checkProcessLiveness(alive),
+      native: () => native.checkProcessLiveness(alive),
+      iterations: 20000,
+      target: 1,
+      targetText: '≥ 1×',
+    }),
     await compare({
       name: 'alive pid: process.kill(pid, 0) vs isReloadSessionProcessAlive',
       baseline: () => rawKill(alive),
@@ -33,6 +61,8 @@ module.exports = async function liveness({ compare, native, js }) {
       baseline: () => js.isReloadSessionProcessAlive(alive),
       native: () => native.isReloadSessionProcessAlive(alive),
       iterations: 20000,
+      target: 1,
+      targetText: '≥ 1×',
     }),
     await compare({
       name: 'dead pid: isReloadSessionProcessAlive',

@@ -14,7 +14,7 @@ const percentile = (xs, p) => {
 }
 
 /** N processes incrementing one counter by read → CAS → retry; throughput and latencies. */
-async function contended(agentDir, backends, perProcess) {
+async function contended(agentDir, backends, perProcess, mode = 'async') {
   const lib = path.join(__dirname, '..', 'lib', 'index.js')
   // Children start together at `startAt` (so process start-up is not measured) and report
   // their own first/last instants and per-success latencies.
@@ -30,7 +30,8 @@ async function contended(agentDir, backends, perProcess) {
         const a = now()
         const cur = await s.readEntry(agentDir, 'worker-contended')
         let ok = false
-        try { ok = await s.writeEntryIfUnchanged(agentDir, 'worker-contended', cur, { ...cur, taskRef: String(Number(cur.taskRef) + 1) }) } catch (e) { if (e.code !== 'ELOCKED') throw e }
+        const next = { ...cur, taskRef: String(Number(cur.taskRef) + 1) }
+        try { ok = ${JSON.stringify(mode)} === 'sync' ? s.writeEntryIfUnchangedSync(agentDir, cur, next) : await s.writeEntryIfUnchanged(agentDir, 'worker-contended', cur, next) } catch (e) { if (e.code !== 'ELOCKED') throw e }
         if (ok) { done++; lat.push(now() - a) }
       }
       console.log(JSON.stringify({ t0, t1: now(), lat }))
@@ -90,6 +91,8 @@ module.exports = async function store({ compare, native, js }) {
         native: () => native.readEntry(dirs.native, 'worker-one'),
         async: true,
         iterations: 200,
+        target: 4,
+        targetText: '≥ 4×',
       }),
     )
     results.push(
@@ -99,6 +102,8 @@ module.exports = async function store({ compare, native, js }) {
         native: () => native.writeEntry(dirs.native, e),
         async: true,
         iterations: 100,
+        target: 6,
+        targetText: '≥ 6×',
       }),
     )
     results.push(
@@ -108,8 +113,8 @@ module.exports = async function store({ compare, native, js }) {
         native: () => native.writeEntryIfUnchanged(dirs.native, 'worker-one', e, e),
         async: true,
         iterations: 100,
-        target: 5,
-        targetText: '≥ 5×',
+        target: 8,
+        targetText: '≥ 8×',
       }),
     )
     const disk = { native: path.join(diskRoot, 'n'), js: path.join(diskRoot, 'j') }
@@ -132,8 +137,8 @@ module.exports = async function store({ compare, native, js }) {
         native: () => native.writeEntryIfUnchanged(dirs.native, 'worker-one', stale, e),
         async: true,
         iterations: 100,
-        target: 5,
-        targetText: '≥ 5×',
+        target: 8,
+        targetText: '≥ 8×',
       }),
     )
     results.push(
@@ -142,8 +147,8 @@ module.exports = async function store({ compare, native, js }) {
         baseline: () => js.writeEntryIfUnchangedSync(dirs.js, e, e),
         native: () => native.writeEntryIfUnchangedSync(dirs.native, e, e),
         iterations: 100,
-        target: 3,
-        targetText: '≥ 3×',
+        target: 2.5,
+        targetText: '≥ 2.5×',
       }),
     )
     for (const count of [10, 100, 1000]) {
@@ -159,8 +164,8 @@ module.exports = async function store({ compare, native, js }) {
           async: true,
           iterations: count >= 1000 ? 2 : count >= 100 ? 10 : 50,
           rounds: count >= 1000 ? 7 : 11,
-          target: count === 1000 ? 10 : undefined,
-          targetText: count === 1000 ? '≥ 10×' : undefined,
+          target: count === 1000 ? 15 : undefined,
+          targetText: count === 1000 ? '≥ 15×' : undefined,
         }),
       )
     }
@@ -174,9 +179,24 @@ module.exports = async function store({ compare, native, js }) {
         baselineNs: 1e9 / j.opsPerSec,
         nativeNs: 1e9 / nat.opsPerSec,
         ratio,
-        target: n === 8 ? 10 : undefined,
-        targetText: n === 8 ? '≥ 10× throughput, 0 lost' : undefined,
-        met: n === 8 ? ratio >= 10 && nat.lost === 0 && j.lost === 0 : null,
+        target: n === 8 ? 20 : undefined,
+        targetText: n === 8 ? '≥ 20× throughput, 0 lost' : undefined,
+        met: n === 8 ? ratio >= 20 && nat.lost === 0 && j.lost === 0 : null,
+        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}`,
+      })
+    }
+    {
+      const j = await contended(path.join(root, 'cs-js-8'), Array(8).fill('js'), 60, 'sync')
+      const nat = await contended(path.join(root, 'cs-native-8'), Array(8).fill('native'), 60, 'sync')
+      const ratio = nat.opsPerSec / j.opsPerSec
+      results.push({
+        name: 'contended sync CAS, 8 processes (throughput)',
+        baselineNs: 1e9 / j.opsPerSec,
+        nativeNs: 1e9 / nat.opsPerSec,
+        ratio,
+        target: 5,
+        targetText: '≥ 5× throughput, 0 lost',
+        met: ratio >= 5 && nat.lost === 0 && j.lost === 0,
         notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}`,
       })
     }

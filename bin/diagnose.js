@@ -5,6 +5,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { explainEntry } = require('./explain-entry.js')
+const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('../js/session-parse.js')
 
 // proper-lockfile's staleness floor as the store uses it (SPEC B17): a held lock is refreshed
 // every second, so a lock directory untouched for longer than this belongs to nobody.
@@ -182,34 +183,6 @@ function formatAge(ms) {
 
 // ---- recovery candidates (SPEC §2.A) ----------------------------------------------------------
 
-/** True when the SDK's migration would throw on these parsed lines (the library skips the file). */
-function migrationWouldThrow(entries) {
-  let header
-  for (const e of entries) {
-    if (e === null) return true
-    if (e.type === 'session') {
-      header = e
-      break
-    }
-  }
-  const v = header === undefined || header.version == null ? 1 : header.version
-  if (v >= 3) return false
-  if (v < 2) return entries.some((e) => e === null || typeof e !== 'object')
-  return entries.some((e) => e === null)
-}
-
-function hasCompleteAssistantTurn(entries) {
-  return entries.some((e) => {
-    if (e === null || typeof e !== 'object' || e.type !== 'message') return false
-    const m = e.message
-    if (m === null || typeof m !== 'object' || m.role !== 'assistant') return false
-    if (typeof m.stopReason !== 'string' || m.stopReason === 'pending') return false
-    const c = m.content
-    if (typeof c === 'string') return c !== ''
-    return Array.isArray(c) && c.some((p) => p !== null && typeof p === 'object' && p.type === 'text' && typeof p.text === 'string' && p.text !== '')
-  })
-}
-
 /** Why the library found nothing in one candidate file (plain words). */
 function explainCandidate(file, maxFileBytes) {
   let st
@@ -230,18 +203,11 @@ function explainCandidate(file, maxFileBytes) {
     return { reason: 'unreadable', detail: `cannot be read (${errText(err)})`, size: st.size }
   }
   // A line without its newline may still be being written: the library ignores it.
-  if (!text.endsWith('\n')) text = text.slice(0, text.lastIndexOf('\n') + 1)
-  const entries = []
-  for (const line of text.trim().split('\n')) {
-    if (!line.trim()) continue
-    try {
-      entries.push(JSON.parse(line))
-    } catch {}
-  }
-  if (migrationWouldThrow(entries)) {
+  const entries = parseEntries(completeLines(text))
+  if (migrationThrows(entries)) {
     return { reason: 'unmigratable', detail: 'is an old-format session the SDK cannot migrate (it holds a non-object line), so it is skipped', size: st.size }
   }
-  if (!hasCompleteAssistantTurn(entries)) {
+  if (lastAnswer(entries) === null) {
     return { reason: 'no-assistant-turn', detail: 'has no complete assistant turn (an assistant message with text and a final stop reason)', size: st.size }
   }
   return { reason: 'changed', detail: 'has a complete assistant turn now: it changed while recovery ran, or the deadline passed', size: st.size }

@@ -6,7 +6,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { parseArgs } = require('node:util')
 const lib = require('../lib/index.js')
-const { RECOVERY_DEFAULTS } = require('../js/options.js')
+const { RECOVERY_DEFAULTS } = require('../lib/contract/options.js')
 const { diagnoseMatrixDir, explainCandidates, formatAge } = require('./diagnose.js')
 
 const VERSION = require('../package.json').version

@@ -1,64 +1,27 @@
 'use strict'
-// Pure-JavaScript liveness backend, written from SPEC.md §2.C. It is the fallback when the
-// native binary cannot load and the baseline of the benchmarks. Same surface as the addon.
+// Pure-JavaScript liveness primitives, written from SPEC.md §2.C: `process.kill(pid, 0)` and
+// procfs reads, as the originals do them. The public functions (argument checks, results) are
+// the shared contract layer's. Fallback when the native binary cannot load; benchmark baseline.
 const fs = require('node:fs')
-const os = require('node:os')
 const { execFileSync } = require('node:child_process')
+const { createLiveness, legacyTicksFromProc, EPERM } = require('../lib/contract/liveness.js')
 
-function isReloadSessionProcessAlive(pid) {
-  if (pid === undefined || !Number.isFinite(pid) || pid <= 0) return false
+/** `process.kill(pid, 0)` as an errno: 0 on success, else the error's (negative) errno. */
+function kill0(pid) {
   try {
     process.kill(pid, 0)
-    return true
+    return 0
   } catch (err) {
-    return err && err.code === 'EPERM'
+    return err.errno
   }
 }
 
-function defaultIsPidAlive(owner) {
-  if (owner.hostname !== os.hostname()) return true
-  try {
-    process.kill(owner.pid, 0)
-    return true
-  } catch (err) {
-    return Boolean(err) && err.code === 'EPERM'
-  }
-}
-
-function checkProcessLiveness(pid) {
-  if (pid === undefined || !Number.isInteger(pid) || pid <= 0) {
-    return { pid, alive: false, detail: 'no pid recorded' }
-  }
-  try {
-    process.kill(pid, 0)
-    return { pid, alive: true, detail: 'process is alive' }
-  } catch (err) {
-    const code = err && err.code
-    if (code === 'EPERM') return { pid, alive: true, detail: 'process exists but permission is denied' }
-    if (code === 'ESRCH') return { pid, alive: false, detail: 'process does not exist' }
-    return { pid, alive: false, detail: err instanceof Error ? err.message : String(err) }
-  }
-}
-
-function getProcessStartTime(pid) {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return undefined
-  }
-  if (process.platform === 'linux') {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const close = stat.lastIndexOf(')')
-      if (close < 0) return undefined
-      const ticks = Number(stat.slice(close + 1).trim().split(/\s+/)[19])
-      return Number.isFinite(ticks) ? Math.floor(ticks * 100) : undefined
-    } catch {
-      return undefined
-    }
-  }
+/** C4 for an int32 pid: probe gate, then the platform's original route. */
+function startTime(pid) {
+  if (kill0(pid) !== 0) return undefined
+  if (process.platform === 'linux') return legacyTicksFromProc(pid)
   if (process.platform === 'darwin' || process.platform === 'win32') {
-    if (!Number.isFinite(pid) || pid <= 0) return undefined
+    if (pid <= 0) return undefined
     try {
       const text =
         process.platform === 'darwin'
@@ -79,15 +42,6 @@ function getProcessStartTime(pid) {
   return undefined
 }
 
-// ---- new API ------------------------------------------------------------------------------
-
-function requireNumber(value, name) {
-  if (typeof value !== 'number') throw new TypeError(`The "${name}" argument must be of type number`)
-  return value
-}
-
-const isPositivePid = (x) => Number.isInteger(x) && x >= 1 && x <= 0x7fffffff
-
 /** Linux procfs fields after the command name, or undefined. */
 function procStat(pid) {
   if (process.platform !== 'linux') return undefined
@@ -101,33 +55,19 @@ function procStat(pid) {
 }
 
 function killState(pid) {
-  try {
-    process.kill(pid, 0)
-    return 'alive'
-  } catch (err) {
-    return err && err.code === 'EPERM' ? 'eperm' : 'dead'
-  }
+  const errno = kill0(pid)
+  if (errno === 0) return 'alive'
+  return errno === EPERM ? 'eperm' : 'dead'
 }
 
-function stateOf(x) {
-  if (!isPositivePid(x)) return 'invalid'
-  const state = killState(x)
-  if (state === 'dead') return state
-  const stat = procStat(x)
+/** State of a positive int32 pid. */
+function state(pid) {
+  const found = killState(pid)
+  if (found === 'dead') return found
+  const stat = procStat(pid)
   if (stat && (stat.state === 'Z' || stat.state === 'X' || stat.state === 'x')) return 'zombie'
-  if (!stat && process.platform === 'linux') return killState(x)
-  return state
-}
-
-function probePid(pid) {
-  return stateOf(requireNumber(pid, 'pid'))
-}
-
-function probePids(pids) {
-  if (!Array.isArray(pids)) throw new TypeError('The "pids" argument must be an array of numbers')
-  const out = []
-  for (let i = 0; i < pids.length; i++) out.push(stateOf(requireNumber(pids[i], `pids[${i}]`)))
-  return out
+  if (!stat && process.platform === 'linux') return killState(pid)
+  return found
 }
 
 let bootTimeMs
@@ -146,39 +86,18 @@ function linuxBootTimeMs() {
 // (The addon asks sysconf(_SC_CLK_TCK); JavaScript cannot.)
 const CLOCK_TICKS = 100
 
-function getProcessIdentity(pid) {
-  const x = requireNumber(pid, 'pid')
-  const state = stateOf(x)
-  if (state === 'dead' || state === 'invalid') return undefined
-  const stat = procStat(x)
+function identity(pid) {
+  const found = state(pid)
+  if (found === 'dead') return undefined
+  const stat = procStat(pid)
   if (!stat || !Number.isFinite(stat.ticks)) return undefined
   const startTimeMs = linuxBootTimeMs() + Math.floor((stat.ticks * 1000) / CLOCK_TICKS)
-  return { pid: x, startTimeMs, state }
+  return { pid, startTimeMs, state: found }
 }
 
-function isSameProcess(identity) {
-  if (
-    identity === null ||
-    typeof identity !== 'object' ||
-    typeof identity.pid !== 'number' ||
-    typeof identity.startTimeMs !== 'number'
-  ) {
-    throw new TypeError('The "identity" argument must be an object with numeric "pid" and "startTimeMs"')
-  }
-  if (!isPositivePid(identity.pid)) return false
-  const now = getProcessIdentity(identity.pid)
-  return (
-    now !== undefined && (now.state === 'alive' || now.state === 'eperm') && now.startTimeMs === identity.startTimeMs
-  )
+function sameProcess(pid, startTimeMs) {
+  const now = identity(pid)
+  return now !== undefined && (now.state === 'alive' || now.state === 'eperm') && now.startTimeMs === startTimeMs
 }
 
-module.exports = {
-  isReloadSessionProcessAlive,
-  defaultIsPidAlive,
-  checkProcessLiveness,
-  getProcessStartTime,
-  probePid,
-  probePids,
-  getProcessIdentity,
-  isSameProcess,
-}
+module.exports = createLiveness({ kill0, startTime, state, identity, sameProcess })

@@ -4,6 +4,8 @@ const fsp = require('node:fs/promises')
 const fs = require('node:fs')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
+const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
+const { sweepMinAge } = require('../lib/contract/options.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
@@ -78,9 +80,6 @@ function isProcessMatrixEntry(v) {
 }
 
 // ---- paths -----------------------------------------------------------------------------------
-const processMatrixDir = (agentDir) => path.join(agentDir, 'state', 'process-matrix')
-const entryPath = (agentDir, entryId) => path.join(processMatrixDir(agentDir), `${String(entryId)}.json`)
-const buildEntryId = (role, sessionId) => `${String(role)}-${String(sessionId)}`
 const serialize = (entry) => JSON.stringify(entry, null, '\t') + '\n'
 
 function parseValid(text) {
@@ -194,8 +193,9 @@ async function removeEntryIfUnchanged(agentDir, expected) {
 
 const TEMP_RE = /^.+\.json\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
 
-async function sweepOrphanTempFiles(agentDir, minAgeMs = 300000) {
+async function sweepOrphanTempFiles(agentDir, minAge) {
   const dir = processMatrixDir(agentDir)
+  const minAgeMs = sweepMinAge(minAge)
   let names
   try {
     names = await fsp.readdir(dir)

@@ -1,71 +1,13 @@
 'use strict'
-// Pure-JavaScript session recovery backend, written from SPEC.md §2.A (A1–A26).
+// Pure-JavaScript session recovery backend, written from SPEC.md §2.A (A13–A26; the identity
+// helpers A1–A12 are the shared contract layer's).
 // It parses every candidate file completely (the original's cost profile), which makes it the
 // benchmark baseline; unlike the original it never blocks the event loop on file I/O.
 const fsp = require('node:fs/promises')
 const path = require('node:path')
-const { recoveryLimits } = require('./options.js')
-
-const isSafePathId = (v) => typeof v === 'string' && /^[A-Za-z0-9_-]+$/.test(v)
-
-function sanitize(raw, name) {
-  if (typeof raw !== 'string') throw new TypeError(`The "${name}" property must be a string`)
-  const tail = raw.includes(':') ? raw.slice(raw.lastIndexOf(':') + 1) : raw
-  return isSafePathId(tail) ? tail : null
-}
-
-function deriveSessionPaths(input) {
-  const safeAgent = input.agentId ? sanitize(input.agentId, 'agentId') : null
-  const safeSession = input.sessionId ? sanitize(input.sessionId, 'sessionId') : null
-  const sessionId = safeSession ?? safeAgent
-  const dirLeaf = safeAgent ?? safeSession
-  if (!sessionId) return null
-  if (input.sessionDir) return { sessionId, sessionDir: input.sessionDir }
-  if (!input.artifactsRoot) return null
-  if (typeof input.artifactsRoot !== 'string') throw new TypeError('The "artifactsRoot" property must be a string')
-  return { sessionId, sessionDir: path.join(input.artifactsRoot, 'sessions', dirLeaf) }
-}
-
-function armArgs(args, ctx) {
-  const missing = []
-  if (!args.includes('--session-id')) missing.push('--session-id', ctx.sessionId)
-  if (!args.includes('--session-dir')) missing.push('--session-dir', ctx.sessionDir)
-  if (missing.length === 0) return false
-  const i = args.indexOf('--mode')
-  if (i >= 0 && args[i + 1] === 'json' && args[i + 2] === '-p') args.splice(i + 3, 0, ...missing)
-  else args.push(...missing)
-  return true
-}
-
-function appendWorkerSessionArgs(spawnArgs, builtArgs, ctx) {
-  if (!Array.isArray(spawnArgs)) throw new TypeError('The "spawnArgs" argument must be an array')
-  if (!Array.isArray(builtArgs)) throw new TypeError('The "builtArgs" argument must be an array')
-  const built = armArgs(builtArgs, ctx)
-  const spawned = armArgs(spawnArgs, ctx)
-  return built || spawned
-}
-
-function envBool(name) {
-  const raw = process.env[name]
-  if (raw === undefined) return undefined
-  const v = String(raw).trim().toLowerCase()
-  if (v === '1' || v === 'true' || v === 'yes') return true
-  if (v === '0' || v === 'false' || v === 'no') return false
-  return undefined
-}
-
-function resolveSessionRecoveryEnabled(explicit) {
-  const env = envBool('PI_CREW_SESSION_RECOVERY')
-  if (env !== undefined) return env
-  return explicit ?? true
-}
-
-function shouldAttemptSessionRecovery(result, killed) {
-  const s = result.exitStatus
-  const code = s && s.exitCode !== undefined ? s.exitCode : result.exitCode
-  const wasKilled = s && s.killed !== undefined ? s.killed : killed
-  return code === null || wasKilled === true
-}
+const { recoveryLimits } = require('../lib/contract/options.js')
+const session = require('../lib/contract/session.js')
+const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('./session-parse.js')
 
 // ---- recovery --------------------------------------------------------------------------------
 
@@ -87,63 +29,11 @@ async function candidates(dir, sessionId, maxFiles) {
   return [...matched, ...rest].slice(0, maxFiles).map((c) => c.name)
 }
 
-function parseEntries(content) {
-  const out = []
-  for (const line of content.trim().split('\n')) {
-    if (!line.trim()) continue
-    try {
-      out.push(JSON.parse(line))
-    } catch {
-      // malformed lines are skipped
-    }
-  }
-  return out
-}
-
-/** A21: true when the SDK's migration would throw on these entries. */
-function migrationThrows(entries) {
-  let header
-  for (const e of entries) {
-    if (e === null) return true // reading `.type` of null while looking for the header
-    if (e.type === 'session') {
-      header = e
-      break
-    }
-  }
-  const v = header === undefined || header.version == null ? 1 : header.version
-  if (v >= 3) return false
-  if (v < 2) return entries.some((e) => e === null || typeof e !== 'object')
-  if (v < 3) return entries.some((e) => e === null)
-  return false
-}
-
-function extractText(content) {
-  if (typeof content === 'string') return content
-  if (!Array.isArray(content)) return ''
-  return content
-    .filter((p) => p !== null && typeof p === 'object' && p.type === 'text' && typeof p.text === 'string' && p.text)
-    .map((p) => p.text)
-    .join('\n')
-}
-
 async function recoverFile(file, maxFileBytes) {
   const st = await fsp.stat(file)
   if (st.size <= 0 || st.size > maxFileBytes) return null
-  let text = await fsp.readFile(file, 'utf8')
-  if (text.length > 0 && !text.endsWith('\n')) text = text.slice(0, text.lastIndexOf('\n') + 1)
-  const entries = parseEntries(text)
-  if (migrationThrows(entries)) return null
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const e = entries[i]
-    if (e === null || typeof e !== 'object' || e.type !== 'message') continue
-    const m = e.message
-    if (m === null || typeof m !== 'object' || m.role !== 'assistant') continue
-    if (typeof m.stopReason !== 'string' || m.stopReason === 'pending') continue
-    const t = extractText(m.content)
-    if (!t) continue
-    return { text: t, timestamp: typeof e.timestamp === 'string' ? e.timestamp : '', stopReason: m.stopReason }
-  }
-  return null
+  const entries = parseEntries(completeLines(await fsp.readFile(file, 'utf8')))
+  return migrationThrows(entries) ? null : lastAnswer(entries)
 }
 
 async function scan(sessionDir, sessionId, limits, state) {
@@ -175,10 +65,14 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
   const started = performance.now()
   return new Promise((resolve) => {
     const state = { abandoned: false }
-    const timer = setTimeout(() => {
-      state.abandoned = true
-      resolve(null)
-    }, limits.deadlineMs)
+    // setTimeout turns delays above 2^31 - 1 ms into 1 ms: cap them (≈ 24.8 days).
+    const timer = setTimeout(
+      () => {
+        state.abandoned = true
+        resolve(null)
+      },
+      Math.min(limits.deadlineMs, 2 ** 31 - 1),
+    )
     timer.unref()
     scan(sessionDir, sessionId, limits, state).then(
       (r) => {
@@ -196,9 +90,9 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
 }
 
 module.exports = {
-  deriveSessionPaths,
-  appendWorkerSessionArgs,
-  resolveSessionRecoveryEnabled,
-  shouldAttemptSessionRecovery,
+  deriveSessionPaths: session.deriveSessionPaths,
+  appendWorkerSessionArgs: session.appendWorkerSessionArgs,
+  resolveSessionRecoveryEnabled: session.resolveSessionRecoveryEnabled,
+  shouldAttemptSessionRecovery: session.shouldAttemptSessionRecovery,
   recoverLastAssistantFromSession,
 }

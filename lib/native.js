@@ -5,12 +5,25 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
-const { nativeError } = require('./errors.js')
+const { recoveryLimits, lockOptions, atomicMode, sweepMinAge } = require('./contract/options.js')
+const session = require('./contract/session.js')
+const paths = require('./contract/paths.js')
+const { createLiveness } = require('./contract/liveness.js')
+const { fromNative, compromisedError } = require('./contract/errors.js')
 const { expectedText, validTimestamps } = require('./expected.js')
+const { processMatrixDir, entryPath, buildEntryId } = paths
 
-// Every native failure of this environment is built by lib/errors.js (one place).
-binding.setErrorFactory(nativeError)
-const { recoveryLimits } = require('../js/options.js')
+// Every native failure of this environment becomes an error in one place: the contract layer.
+binding.setErrorFactory(fromNative)
+
+// Liveness: the contract layer's functions over the addon's syscall-sized primitives.
+const liveness = createLiveness({
+  kill0: binding.kill0,
+  startTime: binding.legacyStartTime,
+  state: binding.probeState,
+  identity: binding.processIdentity,
+  sameProcess: binding.sameProcess,
+})
 
 // L8: lock directories still held when this environment exits (e.g. a withFileLock callback
 // cut short by process.exit) are removed, as proper-lockfile's exit handler does.
@@ -78,7 +91,7 @@ function serialize(entry) {
 
 function readEntry(agentDir, entryId) {
   return rejecting(() =>
-    binding.storeRead(binding.entryPath(agentDir, entryId)).then((r) => {
+    binding.storeRead(entryPath(agentDir, entryId)).then((r) => {
       if (r === null) return undefined
       return r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
     }),
@@ -115,7 +128,8 @@ async function collectEntries(chunks) {
 
 function writeEntry(agentDir, entry) {
   return rejecting(() => {
-    const file = binding.entryPath(agentDir, entry.entryId)
+    const file = entryPath(agentDir, entry.entryId)
+    paths.assertStoreTarget(file)
     const serialized = serialize(entry)
     return binding.storeWrite(file, serialized.payload, durable()).then(() => {
       if (serialized.payload === null) throw serialized.error // after mkdir, lock and release (B7)
@@ -143,7 +157,8 @@ function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
     if (next.entryId !== entryId) {
       throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
     }
-    const file = binding.entryPath(agentDir, entryId)
+    const file = entryPath(agentDir, entryId)
+    paths.assertStoreTarget(file)
     const serialized = serialize(next)
     return casStart(file, expected, serialized.payload, false).then((r) => casVerdict(r, serialized))
   })
@@ -153,7 +168,8 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   if (next.entryId !== expected.entryId) {
     throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
   }
-  const file = binding.entryPath(agentDir, expected.entryId)
+  const file = entryPath(agentDir, expected.entryId)
+  paths.assertStoreTarget(file)
   const serialized = serialize(next)
   const matched = binding.storeCasSync(file, expected, expectedText(expected), serialized.payload, durable())
   if (matched && serialized.payload === null) throw serialized.error
@@ -161,37 +177,42 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
 }
 
 function removeEntry(agentDir, entryId) {
-  return rejecting(() => binding.storeRemove(binding.entryPath(agentDir, entryId)))
+  return rejecting(() => {
+    const file = entryPath(agentDir, entryId)
+    paths.assertStoreTarget(file)
+    return binding.storeRemove(file)
+  })
 }
 
 function removeEntryIfUnchanged(agentDir, expected) {
   return rejecting(() => {
-    const file = binding.entryPath(agentDir, expected.entryId)
+    const file = entryPath(agentDir, expected.entryId)
+    paths.assertStoreTarget(file)
     return casStart(file, expected, null, true).then((r) => casVerdict(r, { payload: '' }))
   })
 }
 
 function sweepOrphanTempFiles(agentDir, minAgeMs) {
   return rejecting(() => {
-    binding.processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
-    return binding.sweepOrphanTempFiles(agentDir, minAgeMs)
+    processMatrixDir(agentDir) // the path TypeError for a non-string agentDir
+    return binding.sweepOrphanTempFiles(agentDir, sweepMinAge(minAgeMs))
   })
 }
 
 function writeFileAtomic(filePath, content, options) {
-  return rejecting(() => binding.atomicWrite(filePath, content, options?.mode ?? 0o666, durable()))
+  return rejecting(() => {
+    paths.assertAtomicTarget(filePath)
+    const bytes = paths.atomicContent(filePath, content, false)
+    const mode = atomicMode(filePath, options)
+    return binding.atomicWrite(filePath, bytes, mode, durable())
+  })
 }
 
 function writeFileAtomicSync(filePath, content, options) {
-  binding.atomicWriteSync(filePath, content, options?.mode ?? 0o666, durable())
-}
-
-/** proper-lockfile's error for a lock taken over while held. */
-function compromised(filePath) {
-  return Object.assign(new Error('Unable to update lock within the stale threshold'), {
-    code: 'ECOMPROMISED',
-    file: path.resolve(filePath),
-  })
+  paths.assertAtomicTarget(filePath)
+  const bytes = paths.atomicContent(filePath, content, true)
+  const mode = atomicMode(filePath, options)
+  binding.atomicWriteSync(filePath, bytes, mode, durable())
 }
 
 /**
@@ -201,7 +222,9 @@ function compromised(filePath) {
  */
 async function withFileLock(filePath, fn, options) {
   await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  const held = await binding.lockAcquire(filePath, options?.retries, options?.stale, options?.realpath)
+  const o = lockOptions(options, false)
+  paths.assertLockTarget(filePath, o.realpath)
+  const held = await binding.lockAcquire(filePath, o.retries, o.stale, o.realpath)
   let result
   try {
     result = await fn()
@@ -209,14 +232,16 @@ async function withFileLock(filePath, fn, options) {
     held.release()
     throw err
   }
-  if (!held.release()) throw compromised(filePath)
+  if (!held.release()) throw compromisedError()
   return result
 }
 
 /** withFileLock on the calling thread (usable inside `process.on("exit")`). */
 function withFileLockSync(filePath, fn, options) {
   fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
-  const held = binding.lockAcquireSync(filePath, options?.retries, options?.stale, options?.realpath)
+  const o = lockOptions(options, true)
+  paths.assertLockTarget(filePath, o.realpath)
+  const held = binding.lockAcquireSync(filePath, o.retries, o.stale, o.realpath)
   let result
   try {
     result = fn()
@@ -224,13 +249,20 @@ function withFileLockSync(filePath, fn, options) {
     held.release()
     throw err
   }
-  if (!held.release()) throw compromised(filePath)
+  if (!held.release()) throw compromisedError()
   return result
 }
 
 module.exports = {
-  ...binding,
+  ...liveness,
+  deriveSessionPaths: session.deriveSessionPaths,
+  appendWorkerSessionArgs: session.appendWorkerSessionArgs,
+  resolveSessionRecoveryEnabled: session.resolveSessionRecoveryEnabled,
+  shouldAttemptSessionRecovery: session.shouldAttemptSessionRecovery,
   recoverLastAssistantFromSession,
+  processMatrixDir,
+  entryPath,
+  buildEntryId,
   readEntry,
   listEntries,
   writeEntry,

@@ -1,4 +1,14 @@
-export { processMatrixDir, entryPath, buildEntryId } from '../index'
+/** `path.join(agentDir, "state", "process-matrix")`. */
+export declare function processMatrixDir(agentDir: string): string
+
+/**
+ * `path.join(processMatrixDir(agentDir), String(entryId) + ".json")` — an id with `/` or `..`
+ * addresses another path, exactly as in the original.
+ */
+export declare function entryPath(agentDir: string, entryId: string): string
+
+/** `String(role) + "-" + String(sessionId)`, without validation. */
+export declare function buildEntryId(role: 'master' | 'worker', sessionId: string): string
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonObject = { [key: string]: JsonValue }

@@ -14,7 +14,7 @@ use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, run};
-use super::jsval::{received, to_js_string, type_error, type_of};
+use super::jsval::{to_js_string, type_error, type_of};
 use crate::entry::Exp;
 use crate::lockfile::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::process_matrix::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -43,58 +43,6 @@ fn owner(env: &Env) -> Result<u64> {
 
 fn utf16_list(v: Vec<Vec<u16>>) -> Vec<Utf16String> {
     v.into_iter().map(Utf16String::from).collect()
-}
-
-// ---- argument conversion -----------------------------------------------------------------------
-
-/// A path argument: a string, else Node's `ERR_INVALID_ARG_TYPE` TypeError.
-fn path_arg(env: &Env, v: &Unknown, name: &str) -> Result<String> {
-    if type_of(v)? == ValueType::String {
-        return Ok(to_js_string(v).unwrap_or_default());
-    }
-    let msg = format!(
-        "The \"{name}\" argument must be of type string. Received {}",
-        received(v)?
-    );
-    env.throw_type_error(&msg, Some("ERR_INVALID_ARG_TYPE"))?;
-    Err(Error::new(Status::PendingException, msg))
-}
-
-/// JS `String(v)`, through the engine's own `String` function.
-fn js_string_call(env: &Env, v: &Unknown) -> Result<String> {
-    let global = env.get_global()?;
-    let string_fn: Function<Unknown, Unknown> = global.get_named_property("String")?;
-    let s = string_fn.call(*v)?;
-    Ok(to_js_string(&s).unwrap_or_default())
-}
-
-// ---- paths ------------------------------------------------------------------------------------
-
-/// `path.join(agentDir, "state", "process-matrix")`.
-#[napi(ts_args_type = "agentDir: string")]
-pub fn process_matrix_dir(env: &Env, agent_dir: Unknown) -> Result<String> {
-    Ok(core::process_matrix_dir(&path_arg(
-        env, &agent_dir, "path",
-    )?))
-}
-
-/// `path.join(processMatrixDir(agentDir), String(entryId) + ".json")` — an id with `/` or `..`
-/// addresses another path, exactly as in the original.
-#[napi(ts_args_type = "agentDir: string, entryId: string")]
-pub fn entry_path(env: &Env, agent_dir: Unknown, entry_id: Unknown) -> Result<String> {
-    let dir = path_arg(env, &agent_dir, "path")?;
-    let id = js_string_call(env, &entry_id)?;
-    Ok(core::entry_path(&dir, &id))
-}
-
-/// `String(role) + "-" + String(sessionId)`, without validation.
-#[napi(ts_args_type = "role: 'master' | 'worker', sessionId: string")]
-pub fn build_entry_id(env: &Env, role: Unknown, session_id: Unknown) -> Result<String> {
-    Ok(format!(
-        "{}-{}",
-        js_string_call(env, &role)?,
-        js_string_call(env, &session_id)?
-    ))
 }
 
 // ---- store operations (building blocks) -------------------------------------------------------
@@ -420,12 +368,11 @@ fn content_bytes(env: &Env, v: &Unknown) -> Result<Vec<u8>> {
 )]
 pub fn atomic_write<'e>(
     env: &'e Env,
-    file: Unknown,
+    file: String,
     content: Unknown,
     mode: u32,
     durable: bool,
 ) -> Result<PromiseRaw<'e, ()>> {
-    let file = path_arg(env, &file, "path")?;
     let bytes = content_bytes(env, &content)?;
     run(
         env,
@@ -497,12 +444,11 @@ fn callback_lock_options(
 )]
 pub fn lock_acquire<'e>(
     env: &'e Env,
-    file: Unknown,
+    file: String,
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
 ) -> Result<PromiseRaw<'e, HeldLock>> {
-    let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
     run(
         env,
@@ -515,12 +461,11 @@ pub fn lock_acquire<'e>(
 #[napi(ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean")]
 pub fn lock_acquire_sync(
     env: &Env,
-    file: Unknown,
+    file: String,
     retries: Option<f64>,
     stale: Option<f64>,
     realpath: Option<bool>,
 ) -> Result<HeldLock> {
-    let file = path_arg(env, &file, "path")?;
     let opts = callback_lock_options(env, retries, stale, realpath, true)?;
     match lockfile::acquire(&file, opts) {
         Ok(g) => Ok(HeldLock { guard: Some(g) }),

@@ -1,0 +1,81 @@
+'use strict'
+// Option defaults and checks, shared by both backends: the new APIs' options, and the original
+// options of the atomic-file helpers read in the original's order.
+const fs = require('node:fs')
+const path = require('node:path')
+
+const RECOVERY_DEFAULTS = Object.freeze({ maxFileBytes: 67108864, deadlineMs: 5000, maxFiles: 3 })
+
+/**
+ * Validate the optional third argument of recoverLastAssistantFromSession.
+ * Throws a TypeError naming the offending option.
+ */
+function recoveryLimits(options) {
+  if (options === undefined || options === null) return { ...RECOVERY_DEFAULTS }
+  if (typeof options !== 'object') throw new TypeError('The "options" argument must be an object')
+  const out = { ...RECOVERY_DEFAULTS }
+  for (const key of Object.keys(RECOVERY_DEFAULTS)) {
+    const v = options[key]
+    if (v === undefined) continue
+    if (typeof v !== 'number' || Number.isNaN(v) || v < 0 || (key === 'maxFiles' && !Number.isInteger(v))) {
+      throw new TypeError(`The "options.${key}" property must be a non-negative number${key === 'maxFiles' ? ' (integer)' : ''}`)
+    }
+    out[key] = v
+  }
+  out.maxFiles = Math.min(out.maxFiles, 0xffffffff)
+  return out
+}
+
+/**
+ * How many retries `for (let i = 0; i < retries; i++)` (the retry package's schedule loop) gives:
+ * the comparison converts like the loop does (a symbol throws its TypeError there).
+ */
+function loopCount(retries) {
+  if (!(0 < retries)) return 0
+  return Math.ceil(Number(retries))
+}
+
+/**
+ * The lock options of withFileLock(Sync), read in the original's order after its `mkdir`:
+ * async passes `{ realpath, stale, retries }` to proper-lockfile; sync first computes its
+ * attempt count `max(1, retries ?? 10) + 1` (B18). proper-lockfile floors `stale` with
+ * `Math.max(stale || 0, 2000)` and tests `realpath` for truthiness. `options` itself defaults
+ * to `{}` only when undefined (a null throws the engine's TypeError, as the original's does).
+ * @returns {{ retries: number, stale: number, realpath: boolean }}
+ */
+function lockOptions(options = {}, sync) {
+  if (sync) {
+    const retries = Math.max(1, options.retries ?? 10)
+    const realpath = Boolean(options.realpath ?? false)
+    const stale = Math.max(options.stale || 0, 2000)
+    return { retries, stale, realpath }
+  }
+  const realpath = Boolean(options.realpath ?? false)
+  const stale = Math.max(options.stale || 0, 2000)
+  const retries = loopCount(options.retries ?? 10)
+  return { retries, stale, realpath }
+}
+
+/**
+ * writeFileAtomic(Sync)'s file mode: `options.mode ?? 0o666`, read where the original reads it —
+ * after it created the parent directory — so a throwing `options` leaves that directory too.
+ */
+function atomicMode(filePath, options = {}) {
+  try {
+    return options.mode ?? 0o666
+  } catch (err) {
+    fs.mkdirSync(path.dirname(filePath), { recursive: true })
+    throw err
+  }
+}
+
+/** sweepOrphanTempFiles' `minAgeMs`: undefined → 5 minutes, else a non-negative number. */
+function sweepMinAge(minAgeMs) {
+  if (minAgeMs === undefined) return 300000
+  if (typeof minAgeMs !== 'number' || !(minAgeMs >= 0)) {
+    throw new TypeError('The "minAgeMs" argument must be a non-negative number')
+  }
+  return minAgeMs
+}
+
+module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode, sweepMinAge }
