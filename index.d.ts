@@ -22,6 +22,12 @@ export declare class HeldLock {
   release(): boolean
 }
 
+/** The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time. */
+export declare class ListChunks {
+  /** The next chunk, or null when all were taken. */
+  takeChunk(): ListChunk | null
+}
+
 /**
  * A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
  * judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
@@ -49,20 +55,6 @@ export interface EntryText {
   pending: Array<string>
 }
 
-/**
- * A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
- * fs errors or `file` for lock errors).
- */
-export interface ErrorInfo {
-  message: string
-  code: string
-  errno?: number
-  syscall?: string
-  path?: string
-  dest?: string
-  file?: string
-}
-
 /** What went wrong, in the terms the JS error factory needs. */
 export interface Failure {
   /** Negative errno (libuv convention) of a file-system failure. */
@@ -83,6 +75,14 @@ export declare function kill0(pid: number): number
 /** Legacy start time of an int32 pid (C4, probe gate included), or `undefined`. */
 export declare function legacyStartTime(pid: number): number | undefined
 
+/** One piece of a listing: consecutive accepted entries, in order. */
+export interface ListChunk {
+  /** `[text, …]` of the entries of this chunk. */
+  json: string
+  /** Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any. */
+  pending?: Array<Array<string>>
+}
+
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
 export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock>
 
@@ -94,25 +94,6 @@ export declare function lockAcquireSync(filePath: string, retries?: number, stal
  * directory was seen removed (notified handoff) rather than at the next scheduled retry.
  */
 export declare function lockNotifiedAttempts(): number
-
-/** Envelope resolved by every async store operation. */
-export interface OpResult {
-  error?: ErrorInfo
-  /** readEntry: the accepted file text. */
-  text?: string
-  /** Timestamps only V8 can judge (the entry is valid iff all are finite). */
-  pending?: Array<string>
-  /** listEntries: `[text, …]` of the accepted files, in order. */
-  listJson?: string
-  /** listEntries: per element, its pending timestamps (empty when none). */
-  listPending?: Array<Array<string>>
-  /** CAS: whether `expected` matched. */
-  matched?: boolean
-  /** CAS matched but the caller's serialization had failed: reject with that error. */
-  noPayload?: boolean
-  /** CAS suspended under its lock: finish with `storeCasFinish(handle, valid)`. */
-  handle?: number
-}
 
 /** State of a positive int32 pid: `alive`, `dead`, `zombie` or `eperm`. */
 export declare function probeState(pid: number): 'alive' | 'dead' | 'zombie' | 'eperm'
@@ -131,9 +112,10 @@ export interface ProcessIdentity {
 }
 
 /**
- * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread;
- * resolves `null` when nothing qualifies, on any I/O failure, or at the deadline (counted from
- * this call; the abandoned scan stops). Never rejects.
+ * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
+ * on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
+ * deadline (counted from this call, including time spent queued; the abandoned scan stops).
+ * Never rejects.
  */
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 
@@ -177,8 +159,11 @@ export declare function storeCas(file: string, expected: unknown, expectedText: 
  */
 export declare function storeCasSync(file: string, expected: unknown, expectedText: string | null, payload: string | null, durable: boolean): boolean
 
-/** listEntries core: resolves `{ listJson, listPending }`. */
-export declare function storeList(agentDir: string): Promise<OpResult>
+/**
+ * listEntries core: reads, parses and validates off the JS thread; resolves the accepted
+ * entries as [`ListChunks`].
+ */
+export declare function storeList(agentDir: string): Promise<ListChunks>
 
 /** readEntry core: the accepted file's text, or null when absent, unreadable or invalid. */
 export declare function storeRead(file: string): Promise<EntryText | null>

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.HeldLock = nativeBinding.HeldLock
+module.exports.ListChunks = nativeBinding.ListChunks
 module.exports.SuspendedCas = nativeBinding.SuspendedCas
 module.exports.atomicWrite = nativeBinding.atomicWrite
 module.exports.atomicWriteSync = nativeBinding.atomicWriteSync

@@ -334,6 +334,55 @@ for (const [name, impl] of backends()) {
 // ---- scale: tail reads, size caps, the event loop --------------------------------------------
 const native = backends()[0][1]
 
+test('long tail scans (blocks read ahead on another thread) match the SDK oracle', async () => {
+  // Files of 6–14 MiB with the answer near the front, so the backward scan crosses many blocks
+  // (64 KiB doubling to 1 MiB, the next one read in parallel past 4 MiB): lines of random
+  // length straddle block edges, some over 1 MiB; decoys that spell "assistant" or use \u
+  // escapes but do not qualify; answers written with escapes or as a string content.
+  let a = 12345
+  const rand = (n) => {
+    a = (Math.imul(a, 1103515245) + 12345) >>> 0
+    return a % n
+  }
+  const decoys = [
+    () => ({ ...base('message'), message: { role: 'assistant', content: [{ type: 'toolCall', id: 'c', name: 'bash', arguments: { command: 'x'.repeat(rand(3000)) } }], stopReason: 'toolUse' } }),
+    () => assistant('not yet', 'pending'),
+    () => ({ ...base('message'), message: { role: 'assistant', content: '', stopReason: 'stop' } }),
+    () => toolResult(),
+    () => user('u'.repeat(rand(200_000))),
+    () => ({ ...base('message'), message: { role: 'toolResult', content: [{ type: 'text', text: 'y'.repeat(rand(1_500_000)) }] } }),
+  ]
+  const escaped = (text) =>
+    JSON.stringify(assistant(text)).replace('"assistant"', '"\\u0061ssistant"').replace('"stopReason"', '"st\\u006fpReason"')
+  const answers = [
+    (i) => JSON.stringify(assistant(`front answer ${i}`)),
+    (i) => escaped(`escaped answer ${i}`),
+    (i) => JSON.stringify({ ...base('message'), message: { role: 'assistant', content: `string content ${i}`, stopReason: 'stop' } }),
+    (i) => JSON.stringify(assistant(`long answer ${i} ${'z'.repeat(3_000_000)}`)),
+  ]
+  const dir = freshDir()
+  for (let i = 0; i < 6; i++) {
+    const lines = [JSON.stringify(header('s'))]
+    for (let k = rand(5); k > 0; k--) lines.push(JSON.stringify(decoys[rand(decoys.length)]()))
+    lines.push(answers[i % answers.length](i))
+    const target = (6 + rand(9)) * 1024 * 1024
+    let size = lines.reduce((n, l) => n + l.length + 1, 0)
+    while (size < target) {
+      const line = rand(7) === 0 ? ' \t' : JSON.stringify(decoys[rand(decoys.length)]())
+      lines.push(line)
+      size += line.length + 1
+    }
+    const file = path.join(dir, `2026_s${i}.jsonl`)
+    fs.writeFileSync(file, lines.join('\n') + (i % 2 ? '\n' : '\n  \n'))
+    const expected = oracle(dir, `s${i}`)
+    assert.match(expected?.text ?? '', /answer|content/, `file ${i}: the oracle finds the front answer`)
+    for (const [name, impl] of backends()) {
+      assertSameResult(await impl.recoverLastAssistantFromSession(dir, `s${i}`), expected, `${name} file ${i}`)
+    }
+    fs.rmSync(file)
+  }
+})
+
 test('sparse files: exactly 64 MiB is read, one byte more is skipped; 256 MiB with the cap lifted', async () => {
   const dir = freshDir()
   const tail = jsonl([assistant('at the very end')])

@@ -16,7 +16,9 @@ const toolCallOnly = () =>
 
 /**
  * Write `<dir>/<name>` of about `bytes` bytes. shape: 'clean' (ends after records), 'torn' (a
- * partial final line), 'mid-turn' (tool calls and a pending assistant after the answer).
+ * partial final line), 'mid-turn' (tool calls and a pending assistant after the answer),
+ * 'front' (the answer right after the header, then only turns that do not qualify: user
+ * prompts, tool-call-only assistant messages, tool results — recovery must scan it all).
  */
 function writeSessionFile(dir, name, bytes, shape = 'clean') {
   fs.mkdirSync(dir, { recursive: true })
@@ -24,6 +26,13 @@ function writeSessionFile(dir, name, bytes, shape = 'clean') {
   const fd = fs.openSync(file, 'w')
   const write = (s) => fs.writeSync(fd, `${s}\n`)
   write(JSON.stringify({ type: 'session', version: 3, id: 's', timestamp: '2026-10-03T10:00:00.000Z', cwd: '/w' }))
+  if (shape === 'front') {
+    write(assistant('THE ANSWER'))
+    const turn = [rec({ role: 'user', content: 'go on' }), toolCallOnly(), toolResult(16 * 1024)].join('\n')
+    for (let written = 0; written < bytes - 64 * 1024; written += turn.length + 1) write(turn)
+    fs.closeSync(fd)
+    return file
+  }
   const tailBytes = 1024 * 1024
   let written = 0
   const filler = toolResult(16 * 1024)

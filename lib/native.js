@@ -98,14 +98,32 @@ function readEntry(agentDir, entryId) {
   )
 }
 
+// How long listEntries parses before it lets the event loop run (W-B8: a 20,000-entry listing
+// is ~11 MB of JSON, over 100 ms of JSON.parse in one piece). Short, because young-generation
+// GC pauses of 10–15 ms (the parsed entries survive) land inside slices.
+const LIST_SLICE_MS = 4
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+
 function listEntries(agentDir) {
   if (typeof agentDir !== 'string') return Promise.resolve([])
-  return rejecting(() =>
-    binding.storeList(agentDir).then((r) => {
-      const all = JSON.parse(r.listJson)
-      return r.listPending.every((p) => p.length === 0) ? all : all.filter((_, i) => r.listPending[i].every(finiteDate))
-    }),
-  )
+  return rejecting(() => binding.storeList(agentDir).then(collectEntries))
+}
+
+/** Parse a listing chunk by chunk, in order, yielding to the event loop between slices. */
+async function collectEntries(chunks) {
+  const out = []
+  let sliceStart = performance.now()
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+    const part = JSON.parse(c.json)
+    for (let i = 0; i < part.length; i++) {
+      if (!c.pending || c.pending[i].every(finiteDate)) out.push(part[i])
+    }
+    if (performance.now() - sliceStart >= LIST_SLICE_MS) {
+      await nextTurn()
+      sliceStart = performance.now()
+    }
+  }
+  return out
 }
 
 function writeEntry(agentDir, entry) {

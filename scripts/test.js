@@ -37,7 +37,15 @@ const testFiles = fs
   .filter((n) => n.endsWith('.test.js') || n.endsWith('.test.mjs'))
   .sort()
   .map((n) => path.join('__test__', n))
-run(`node tests (Node ${process.versions.node})`, process.execPath, ['--test', ...testFiles])
+// `*.isolated.test.js` bound wall-clock behaviour (event-loop gaps, deadlines under load): they
+// run one at a time after the rest, so sibling test processes cannot stall them from outside.
+const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
+const shared = testFiles.filter((f) => !isolated.includes(f))
+function nodeTests(bin, version) {
+  run(`node tests (Node ${version})`, bin, ['--test', ...shared])
+  for (const f of isolated) run(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f])
+}
+nodeTests(process.execPath, process.versions.node)
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
 const { ensureNode } = require('./node-versions.js')
@@ -51,7 +59,7 @@ for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').fil
     continue
   }
   const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.trim()
-  run(`node tests (Node ${version})`, bin, ['--test', ...testFiles])
+  nodeTests(bin, version.replace(/^v/, ''))
 }
 
 process.stdout.write('\n=== summary\n')

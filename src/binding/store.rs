@@ -13,7 +13,6 @@ use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, run};
-use crate::fserror::FsError;
 use crate::store::entry::Exp;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -38,85 +37,10 @@ fn owner(env: &Env) -> Result<u64> {
     Ok(id)
 }
 
-// ---- results and errors ------------------------------------------------------------------------
-
-/// A Node-style error description (`message`, `code`, and `errno`/`syscall`/`path`/`dest` for
-/// fs errors or `file` for lock errors).
-#[napi(object)]
-pub struct ErrorInfo {
-    pub message: String,
-    pub code: String,
-    pub errno: Option<i32>,
-    pub syscall: Option<String>,
-    pub path: Option<String>,
-    pub dest: Option<String>,
-    pub file: Option<String>,
-}
-
-impl From<&FsError> for ErrorInfo {
-    fn from(e: &FsError) -> Self {
-        let mut info = ErrorInfo {
-            message: e.to_string(),
-            code: e.code().to_string(),
-            errno: None,
-            syscall: None,
-            path: None,
-            dest: None,
-            file: None,
-        };
-        match e {
-            FsError::Io {
-                errno,
-                syscall,
-                path,
-                dest,
-                ..
-            } => {
-                info.errno = Some(*errno);
-                info.syscall = Some(syscall.to_string());
-                info.path = Some(path.clone());
-                info.dest = dest.clone();
-            }
-            FsError::Locked { file } | FsError::Compromised { file } => {
-                info.file = Some(file.clone())
-            }
-            FsError::Cancelled | FsError::Internal(_) => {}
-        }
-        info
-    }
-}
-
-/// Envelope resolved by every async store operation.
-#[napi(object)]
-#[derive(Default)]
-pub struct OpResult {
-    pub error: Option<ErrorInfo>,
-    /// readEntry: the accepted file text.
-    pub text: Option<String>,
-    /// Timestamps only V8 can judge (the entry is valid iff all are finite).
-    pub pending: Option<Vec<Utf16String>>,
-    /// listEntries: `[text, …]` of the accepted files, in order.
-    pub list_json: Option<String>,
-    /// listEntries: per element, its pending timestamps (empty when none).
-    pub list_pending: Option<Vec<Vec<Utf16String>>>,
-    /// CAS: whether `expected` matched.
-    pub matched: Option<bool>,
-    /// CAS matched but the caller's serialization had failed: reject with that error.
-    pub no_payload: Option<bool>,
-    /// CAS suspended under its lock: finish with `storeCasFinish(handle, valid)`.
-    pub handle: Option<u32>,
-}
+// ---- results ----------------------------------------------------------------------------------
 
 fn utf16_list(v: Vec<Vec<u16>>) -> Vec<Utf16String> {
     v.into_iter().map(Utf16String::from).collect()
-}
-
-/// Run blocking work on a worker thread and resolve its envelope (listEntries only).
-fn spawn<'e, F>(env: &'e Env, work: F) -> Result<PromiseRaw<'e, OpResult>>
-where
-    F: FnOnce() -> OpResult + Send + 'static,
-{
-    run(env, move || Ok(work()), |_, r| Ok(r))
 }
 
 // ---- store operations (building blocks) -------------------------------------------------------
@@ -149,29 +73,71 @@ pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Optio
     )
 }
 
-/// listEntries core: resolves `{ listJson, listPending }`.
-#[napi(catch_unwind, ts_return_type = "Promise<OpResult>")]
-pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, OpResult>> {
-    spawn(env, move || {
-        let entries = core::list_entries(&agent_dir);
-        let mut json =
-            String::with_capacity(entries.iter().map(|e| e.text.len() + 1).sum::<usize>() + 2);
-        json.push('[');
-        let mut pending = Vec::with_capacity(entries.len());
-        for (i, e) in entries.into_iter().enumerate() {
-            if i > 0 {
-                json.push(',');
-            }
-            json.push_str(&e.text);
-            pending.push(utf16_list(e.pending));
+/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in well under a millisecond, so the
+/// JS side can hand the event loop back between chunks (a 20,000-entry list is ~11 MB of text,
+/// over 100 ms of `JSON.parse` in one piece).
+const LIST_CHUNK_BYTES: usize = 64 * 1024;
+
+/// One piece of a listing: consecutive accepted entries, in order.
+#[napi(object)]
+pub struct ListChunk {
+    /// `[text, …]` of the entries of this chunk.
+    pub json: String,
+    /// Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any.
+    pub pending: Option<Vec<Vec<Utf16String>>>,
+}
+
+/// The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time.
+#[napi]
+pub struct ListChunks {
+    chunks: std::collections::VecDeque<(String, Vec<Vec<Vec<u16>>>)>,
+}
+
+#[napi]
+impl ListChunks {
+    /// The next chunk, or null when all were taken.
+    #[napi(catch_unwind)]
+    pub fn take_chunk(&mut self) -> Option<ListChunk> {
+        let (json, pending) = self.chunks.pop_front()?;
+        let pending = if pending.iter().all(Vec::is_empty) {
+            None
+        } else {
+            Some(pending.into_iter().map(utf16_list).collect())
+        };
+        Some(ListChunk { json, pending })
+    }
+}
+
+/// Group the accepted texts into JSON arrays of about [`LIST_CHUNK_BYTES`] each.
+fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
+    let mut chunks = std::collections::VecDeque::new();
+    let mut json = String::new();
+    let mut pending: Vec<Vec<Vec<u16>>> = Vec::new();
+    for e in entries {
+        json.push(if pending.is_empty() { '[' } else { ',' });
+        json.push_str(&e.text);
+        pending.push(e.pending);
+        if json.len() >= LIST_CHUNK_BYTES {
+            json.push(']');
+            chunks.push_back((std::mem::take(&mut json), std::mem::take(&mut pending)));
         }
+    }
+    if !pending.is_empty() {
         json.push(']');
-        OpResult {
-            list_json: Some(json),
-            list_pending: Some(pending),
-            ..Default::default()
-        }
-    })
+        chunks.push_back((json, pending));
+    }
+    ListChunks { chunks }
+}
+
+/// listEntries core: reads, parses and validates off the JS thread; resolves the accepted
+/// entries as [`ListChunks`].
+#[napi(catch_unwind, ts_return_type = "Promise<ListChunks>")]
+pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, ListChunks>> {
+    run(
+        env,
+        move || Ok(list_chunks(core::list_entries(&agent_dir))),
+        |_, chunks| Ok(chunks),
+    )
 }
 
 /// writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release.

@@ -73,7 +73,9 @@ pub fn recover(
         deadline: limits.deadline,
         cancel,
     };
-    let candidates = candidates(dir, session_id.filter(|s| !s.is_empty()), limits.max_files)?;
+    budget.check().ok()?;
+    let session_id = session_id.filter(|s| !s.is_empty());
+    let candidates = candidates(dir, session_id, limits.max_files, &budget).ok()??;
     for name in candidates {
         budget.check().ok()?;
         let file_path = nodepath::join(&[dir, &name]);
@@ -99,23 +101,41 @@ fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
     crate::platform::fs::mtime_ms(meta)
 }
 
-/// A13–A14: names to try, id-matched first, newest first, at most `max_files`.
-fn candidates(dir: &str, session_id: Option<&str>, max_files: usize) -> Option<Vec<String>> {
+/// A13–A14: names to try, id-matched first, newest first, at most `max_files`; Ok(None) when
+/// the directory cannot be listed. Listing and stat'ing a large directory is the bulk of a
+/// call's work, so both loops watch the budget.
+fn candidates(
+    dir: &str,
+    session_id: Option<&str>,
+    max_files: usize,
+    budget: &Budget,
+) -> Result<Option<Vec<String>>, Stop> {
     if dir.contains('\0') {
-        return None;
+        return Ok(None);
     }
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let mut names: Vec<String> = Vec::new();
+    for (i, e) in listing.enumerate() {
+        if i % 256 == 255 {
+            budget.check()?;
+        }
         // Node turns a non-UTF-8 name into a different string whose stat then fails (K2).
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".jsonl"))
-        .collect();
+        if let Some(n) = e.ok().and_then(|e| e.file_name().into_string().ok()) {
+            if n.ends_with(".jsonl") {
+                names.push(n);
+            }
+        }
+    }
     names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes())); // libuv order (K1)
     let suffix = session_id.map(|id| format!("_{id}.jsonl"));
     let mut matched: Vec<(f64, String)> = Vec::new();
     let mut rest: Vec<(f64, String)> = Vec::new();
-    for name in names {
+    for (i, name) in names.into_iter().enumerate() {
+        if i % 64 == 63 {
+            budget.check()?;
+        }
         let Ok(meta) = std::fs::metadata(nodepath::join(&[dir, &name])) else {
             continue;
         };
@@ -129,14 +149,14 @@ fn candidates(dir: &str, session_id: Option<&str>, max_files: usize) -> Option<V
     let newest_first = |a: &(f64, String), b: &(f64, String)| b.0.total_cmp(&a.0);
     matched.sort_by(newest_first);
     rest.sort_by(newest_first);
-    Some(
+    Ok(Some(
         matched
             .into_iter()
             .chain(rest)
             .take(max_files)
             .map(|(_, n)| n)
             .collect(),
-    )
+    ))
 }
 
 /// The answer inside one file.
@@ -212,8 +232,26 @@ fn header_version(v: &Json) -> Option<f64> {
 /// A cheap exact pre-filter: a value can only carry the string "assistant" if the raw line
 /// spells it out or uses a `\u` escape somewhere.
 fn may_qualify(line: &[u8]) -> bool {
-    memchr::memmem::find(line, b"assistant").is_some()
-        || memchr::memmem::find(line, b"\\u").is_some()
+    let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+    if !has(b"\\u") {
+        // Without `\u` escapes every key and every ASCII value appears literally in the raw
+        // text, so a qualifying record must spell out "assistant" and the key "stopReason", and
+        // its text comes from a `"text"` part or from a string `"content"`.
+        return has(b"assistant")
+            && has(b"\"stopReason\"")
+            && (has(b"\"text\"") || string_content(line));
+    }
+    true
+}
+
+/// Whether some `"content"` in the raw line is followed (after JSON white space and a colon)
+/// by a string; a key elsewhere with that name only makes the answer "maybe".
+fn string_content(line: &[u8]) -> bool {
+    let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    memchr::memmem::find_iter(line, b"\"content\"").any(|at| {
+        let mut rest = line[at + 9..].iter().skip_while(|b| ws(b));
+        rest.next() == Some(&b':') && rest.find(|b| !ws(b)) == Some(&b'"')
+    })
 }
 
 const CHUNK: usize = 64 * 1024;
@@ -305,102 +343,159 @@ fn header_line_end(file: &File, end: u64) -> Option<u64> {
     None
 }
 
-/// Lines of `[start, end)` from last to first (each without its LF).
-struct ReverseLines<'a> {
-    file: &'a File,
-    start: u64,
-    /// File offset of `buf[0]`.
-    pos: u64,
-    buf: Vec<u8>,
-    /// Unconsumed bytes are `buf[..len]`.
-    len: usize,
-    done: bool,
+/// The per-line rules of the backward scan, in the order lines are met (last first).
+struct TailLines<'a> {
+    budget: &'a Budget<'a>,
+    /// The whole text was JS-trimmed: the last non-blank line loses trailing JS white space.
+    seen_non_blank: bool,
+    count: u32,
 }
 
-impl<'a> ReverseLines<'a> {
-    fn new(file: &'a File, start: u64, end: u64) -> Self {
-        ReverseLines {
-            file,
-            start,
-            pos: end,
-            buf: Vec::new(),
-            len: 0,
-            done: start >= end,
+impl TailLines<'_> {
+    /// One line (without its LF): Ok(Some) when it carries the answer.
+    fn line(&mut self, raw: &[u8]) -> Result<Option<Found>, Stop> {
+        self.count = self.count.wrapping_add(1);
+        if self.count.is_multiple_of(64) {
+            self.budget.check()?;
         }
-    }
-
-    /// The next line back (as a range of `buf`), Ok(None) at the start, Err on read failure.
-    fn next_line(&mut self) -> std::io::Result<Option<std::ops::Range<usize>>> {
-        loop {
-            if self.done {
+        if !self.seen_non_blank {
+            let text = String::from_utf8_lossy(raw);
+            if js_trim(&text).is_empty() {
                 return Ok(None);
             }
-            if let Some(i) = memchr::memrchr(b'\n', &self.buf[..self.len]) {
-                let line = i + 1..self.len;
-                self.len = i;
-                return Ok(Some(line));
-            }
-            if self.pos == self.start {
-                // What is left is the first line of the range.
-                self.done = true;
-                return Ok(Some(0..self.len));
-            }
-            // Prepend the previous chunk, at least as long as the partial line already held
-            // so that very long lines cost linear time overall.
-            let n = (self.pos - self.start).min(CHUNK.max(self.len) as u64) as usize;
-            let mut fresh = vec![0u8; n + self.len];
-            self.file
-                .read_exact_at(&mut fresh[..n], self.pos - n as u64)?;
-            fresh[n..].copy_from_slice(&self.buf[..self.len]);
-            self.buf = fresh;
-            self.len = self.buf.len();
-            self.pos -= n as u64;
+            self.seen_non_blank = true;
+            let trimmed = text.trim_end_matches(is_js_whitespace);
+            return Ok(json::parse(trimmed).as_ref().and_then(qualify));
         }
+        if !may_qualify(raw) {
+            return Ok(None);
+        }
+        Ok(json::parse(&String::from_utf8_lossy(raw))
+            .as_ref()
+            .and_then(qualify))
+    }
+
+    /// The lines ending in `block` (the bytes `[lo, hi)`), last first. `carry` holds the later
+    /// pieces of the line that continues past `hi` (front piece last); it is completed here,
+    /// and on return holds the part of `block` before its first LF, unless `first` says the
+    /// block starts the range (then that part is the range's first line).
+    fn block(
+        &mut self,
+        block: Vec<u8>,
+        carry: &mut Vec<Vec<u8>>,
+        first: bool,
+    ) -> Result<Option<Found>, Stop> {
+        self.budget.check()?;
+        let Some(last_lf) = memchr::memrchr(b'\n', &block) else {
+            carry.push(block);
+            if first {
+                return self.line(&join_pieces(carry));
+            }
+            return Ok(None);
+        };
+        let head = &block[last_lf + 1..];
+        let found = if carry.is_empty() {
+            self.line(head)?
+        } else {
+            carry.push(head.to_vec());
+            let whole = join_pieces(carry);
+            carry.clear();
+            self.line(&whole)?
+        };
+        if found.is_some() {
+            return Ok(found);
+        }
+        let mut upto = last_lf;
+        while let Some(i) = memchr::memrchr(b'\n', &block[..upto]) {
+            if let Some(found) = self.line(&block[i + 1..upto])? {
+                return Ok(Some(found));
+            }
+            upto = i;
+        }
+        if first {
+            return self.line(&block[..upto]);
+        }
+        carry.push(block[..upto].to_vec());
+        Ok(None)
     }
 }
 
-/// Fast path: scan from the end; the first qualifying value is the answer.
+/// The pieces of a line, kept last piece first, joined in file order.
+fn join_pieces(pieces: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    let mut whole = Vec::with_capacity(pieces.iter().map(Vec::len).sum());
+    for piece in pieces.drain(..).rev() {
+        whole.extend_from_slice(&piece);
+    }
+    whole
+}
+
+/// Block sizes of the backward scan: small first (an answer near the end costs one small read),
+/// doubling up to 1 MiB, where syscalls and bookkeeping vanish next to the copy itself.
+const FIRST_BLOCK: u64 = 64 * 1024;
+const MAX_BLOCK: u64 = 1024 * 1024;
+/// Past this much scanned, the next block is read on another pool thread while the current one
+/// is scanned (the copy out of the page cache is about half the cost of a long scan).
+const PREFETCH_AFTER: u64 = 4 * 1024 * 1024;
+
+fn read_block(file: &File, lo: u64, hi: u64) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; (hi - lo) as usize];
+    file.read_exact_at(&mut buf, lo).ok()?;
+    Some(buf)
+}
+
+/// Fast path: scan `[body_start, end)` from the end; the first qualifying value is the answer.
 fn tail_scan(
     file: &File,
     body_start: u64,
     end: u64,
     budget: &Budget,
 ) -> Result<Option<Found>, Stop> {
-    let mut lines = ReverseLines::new(file, body_start, end);
-    // The whole text was JS-trimmed: the last non-blank line loses trailing JS white space.
-    let mut seen_non_blank = false;
-    let mut count = 0u32;
+    let mut lines = TailLines {
+        budget,
+        seen_non_blank: false,
+        count: 0,
+    };
+    let mut carry: Vec<Vec<u8>> = Vec::new();
+    let mut size = FIRST_BLOCK;
+    let mut hi = end;
+    let mut lo = hi.saturating_sub(size).max(body_start);
+    if lo >= hi {
+        return Ok(None);
+    }
+    let Some(mut block) = read_block(file, lo, hi) else {
+        return Ok(None);
+    };
+    // Only a thread of the recovery pool fans out (into the same bounded pool).
+    let in_pool = rayon_core::current_thread_index().is_some();
     loop {
-        count = count.wrapping_add(1);
-        if count.is_multiple_of(64) {
-            budget.check()?;
-        }
-        let range = match lines.next_line() {
-            Ok(Some(r)) => r,
-            Ok(None) | Err(_) => return Ok(None),
+        let first = lo == body_start;
+        size = (size * 2).min(MAX_BLOCK);
+        let (next_lo, next_hi) = (lo.saturating_sub(size).max(body_start), lo);
+        let prefetch = in_pool && !first && end - lo >= PREFETCH_AFTER;
+        let (found, next) = if prefetch {
+            rayon_core::join(
+                || lines.block(block, &mut carry, first),
+                || Some(read_block(file, next_lo, next_hi)),
+            )
+        } else {
+            (lines.block(block, &mut carry, first), None)
         };
-        let raw = &lines.buf[range];
-        if !seen_non_blank {
-            let text = String::from_utf8_lossy(raw);
-            if js_trim(&text).is_empty() {
-                continue;
-            }
-            seen_non_blank = true;
-            let trimmed = text.trim_end_matches(is_js_whitespace);
-            if let Some(found) = json::parse(trimmed).as_ref().and_then(qualify) {
-                return Ok(Some(found));
-            }
-            continue;
-        }
-        if !may_qualify(raw) {
-            continue;
-        }
-        if let Some(found) = json::parse(&String::from_utf8_lossy(raw))
-            .as_ref()
-            .and_then(qualify)
-        {
+        if let Some(found) = found? {
             return Ok(Some(found));
         }
+        if first {
+            return Ok(None);
+        }
+        let next = match next {
+            Some(read) => read,
+            None => read_block(file, next_lo, next_hi),
+        };
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        block = next;
+        (lo, hi) = (next_lo, next_hi);
+        debug_assert!(hi > lo);
     }
 }
 
