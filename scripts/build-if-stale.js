@@ -18,7 +18,9 @@ function newestMtime(p) {
 
 /** Why the addon needs a build ('missing' | 'stale'), or null when the binary is current. */
 function binaryState() {
-  const binaries = fs.readdirSync(root).filter((n) => /^pi-native\..*\.node$/.test(n))
+  // Only this host's binary: cross-built ones (scripts/build-targets.sh) have their own builds.
+  const host = `pi-native.${process.platform}-${process.arch}`
+  const binaries = fs.readdirSync(root).filter((n) => n.startsWith(`${host}.`) || n.startsWith(`${host}-`))
   if (binaries.length === 0) return 'missing'
   const built = Math.min(...binaries.map((n) => fs.statSync(path.join(root, n)).mtimeMs))
   const sources = Math.max(...SOURCES.map((p) => newestMtime(path.join(root, p))))
