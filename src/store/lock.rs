@@ -192,6 +192,9 @@ pub fn notified_attempts() -> u64 {
     lock_state().notified_attempts
 }
 
+/// The shortest scheduled wait that a notified handoff may cut short.
+const WATCH_FROM_WAIT: Duration = Duration::from_millis(100);
+
 enum Wake {
     /// The next scheduled attempt is due.
     Due,
@@ -478,7 +481,13 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 if !retryable || k >= attempts {
                     break Err(());
                 }
-                if !watching && errors.last().is_some_and(|e| e.is("ELOCKED")) {
+                // Only for the longer waits: under tight contention (the 25 and 50 ms waits) every
+                // waiter waking on each release makes a herd that loses more CAS races than it
+                // wins (measured: 8 contending processes, about half the throughput).
+                if !watching
+                    && opts.retry.wait(k) >= WATCH_FROM_WAIT
+                    && errors.last().is_some_and(|e| e.is("ELOCKED"))
+                {
                     watching = start_watching(&guard.lock_path);
                     if watching {
                         continue; // the holder may have let go before the watch was set up
