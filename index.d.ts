@@ -29,18 +29,28 @@ export declare class ListChunks {
 }
 
 /**
- * A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
- * judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
- * environment's teardown) releases the lock without writing.
+ * A CAS suspended under its lock while the JS thread decides whether it matched: V8 judges
+ * the file's timestamps (`expected` was undefined), or JS compares the whole file
+ * (`storeCasJudged`). `finish` / `finishSync` complete it; `release` (or dropping it: collection,
+ * the environment's teardown) gives the lock back without acting.
  */
 export declare class SuspendedCas {
-  /** The timestamps to judge with `Date.parse`. */
+  /**
+   * The file's text when it parsed and validated up to `timestamps`, else null (absent or
+   * invalid). Only set by `storeCasJudged(Sync)`.
+   */
+  get text(): string | null
+  /** The timestamps to judge with `Date.parse` (the file is valid iff all are finite). */
   get timestamps(): Array<string>
   /**
-   * Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
-   * (and therefore wrote or removed). A second call resolves false.
+   * Finish with the verdict: act (write or remove) iff `matched`, off the JS thread; resolves
+   * whether it did. A second call resolves false.
    */
-  finish(valid: boolean): Promise<boolean>
+  finish(matched: boolean): Promise<boolean>
+  /** `finish` on the calling thread (the sync CAS). */
+  finishSync(matched: boolean): boolean
+  /** Give the lock back without acting (the JS comparison threw). */
+  release(): void
 }
 
 /** writeFileAtomic core. */
@@ -152,6 +162,16 @@ export declare function setErrorFactory(factory: (failure: Failure) => Error): v
  * [`SuspendedCas`].
  */
 export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
+
+/**
+ * CAS whose comparison JS makes (SPEC B20's exact route, for an `expected` whose reading would
+ * run JS code: Proxies, accessors): lock and read off the JS thread, then resolve a
+ * [`SuspendedCas`] holding the lock and the file's text.
+ */
+export declare function storeCasJudged(file: string, payload: string | null, remove: boolean, durable: boolean): Promise<SuspendedCas>
+
+/** `storeCasJudged` on the calling thread (the sync CAS, usable inside `process.on("exit")`). */
+export declare function storeCasJudgedSync(file: string, payload: string | null, durable: boolean): SuspendedCas
 
 /**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside

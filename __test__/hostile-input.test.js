@@ -597,9 +597,7 @@ test('hostile input: every export × every position × every value kind, both ba
   } finally {
     fs.rmSync(base, { recursive: true, force: true })
   }
-  // Known and listed in COMPATIBILITY.md ("still different"): the addon reads a CAS `expected`
-  // eagerly, so throwing getters reject where the original's deep-equality may never call them.
-  const KNOWN = new Set(['native writeEntryIfUnchanged arg 2 = throwing getter'])
+  const KNOWN = new Set()
   if (process.platform === 'win32') {
     // An empty file path: Node's own Windows rename error names the temp file by its absolute
     // path; the native one names it as given (COMPATIBILITY.md, per-platform table).

@@ -5,6 +5,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
+const util = require('node:util')
 const { Worker } = require('node:worker_threads')
 const lockfile = require('proper-lockfile')
 const { backends, root } = require('./helpers.js')
@@ -52,6 +53,88 @@ for (const [name, s] of backends()) {
     assert.equal(s.writeEntryIfUnchangedSync(a, stale, { ...stale, status: 'closed' }), false)
     assert.deepStrictEqual(await s.readEntry(a, newer.entryId), newer)
     assert.deepEqual(leftovers(a).sort(), ['master-session-1.json', 'worker-s2.json'])
+  })
+
+  test(`${name}: a CAS expected that runs JS code (getters, Proxy) is compared by util.isDeepStrictEqual under the lock`, async () => {
+    const a = tempAgentDir()
+    const e = makeEntry()
+    const lockDir = () => s.entryPath(a, e.entryId) + '.lock'
+    const calls = []
+    // A copy of `e` whose `status` is a getter: it records whether the lock was held when read.
+    const withGetter = (get) => {
+      const x = { ...e }
+      delete x.status
+      Object.defineProperty(x, 'status', {
+        enumerable: true,
+        get: () => {
+          calls.push(fs.existsSync(lockDir()))
+          return get()
+        },
+      })
+      return x
+    }
+    const boom = () => {
+      throw new Error('getter threw')
+    }
+    /** What the original answers: util.isDeepStrictEqual on the file as it reads now. */
+    const oracle = async (expected) => {
+      const current = await s.readEntry(a, e.entryId)
+      const before = calls.length
+      try {
+        return util.isDeepStrictEqual(current, expected)
+      } catch (err) {
+        return err
+      } finally {
+        calls.length = before // the oracle's own getter calls do not count
+      }
+    }
+    const outcome = (f) => {
+      try {
+        const r = f()
+        return r instanceof Promise ? r.catch((err) => err) : r
+      } catch (err) {
+        return err
+      }
+    }
+    const closed = { ...e, status: 'closed' }
+    const cases = [
+      ['absent file, throwing getter', false, () => withGetter(boom)],
+      ['equal file, getter returning the value', true, () => withGetter(() => e.status)],
+      ['equal file, throwing getter', true, () => withGetter(boom)],
+      ['file with one key less, throwing getter', 'fewer', () => withGetter(boom)],
+      ['equal file, Proxy', true, () => new Proxy({ ...e }, { ownKeys: (t) => (calls.push(fs.existsSync(lockDir())), Reflect.ownKeys(t)) })],
+      ['different file, Proxy', 'other', () => new Proxy({ ...e }, {})],
+    ]
+    for (const [label, file, make] of cases) {
+      for (const variant of ['async', 'sync', 'remove']) {
+        fs.rmSync(matrixDir(a), { recursive: true, force: true })
+        if (file === true) await s.writeEntry(a, e)
+        if (file === 'fewer') await s.writeEntry(a, { ...e, hostname: undefined })
+        if (file === 'other') await s.writeEntry(a, { ...e, pid: 4242 })
+        const expected = make()
+        const want = await oracle(expected)
+        const before = fs.existsSync(s.entryPath(a, e.entryId)) ? fs.readFileSync(s.entryPath(a, e.entryId), 'utf8') : null
+        calls.length = 0
+        const got = await outcome(() =>
+          variant === 'async'
+            ? s.writeEntryIfUnchanged(a, e.entryId, expected, closed)
+            : variant === 'sync'
+              ? s.writeEntryIfUnchangedSync(a, expected, closed)
+              : s.removeEntryIfUnchanged(a, expected),
+        )
+        const where = `${label} (${variant})`
+        if (want instanceof Error) {
+          assert.ok(got instanceof Error && got.message === want.message, `${where}: ${got}`)
+        } else {
+          assert.equal(got, want, where)
+        }
+        assert.ok(calls.every(Boolean), `${where}: expected read without the lock held`)
+        const after = fs.existsSync(s.entryPath(a, e.entryId)) ? fs.readFileSync(s.entryPath(a, e.entryId), 'utf8') : null
+        if (got === true) assert.notEqual(after, before, where)
+        else assert.equal(after, before, where)
+        assert.ok(!fs.existsSync(lockDir()), `${where}: lock left behind`)
+      }
+    }
   })
 
   test(`${name}: T8–T11 corrupt, foreign, retired and inconsistent files read as absent`, async () => {
@@ -127,6 +210,95 @@ for (const [name, s] of backends()) {
     // mode honored (umask applies)
     s.writeFileAtomicSync(path.join(d, 'm.txt'), 'm', { mode: 0o600 })
     assert.equal(fs.statSync(path.join(d, 'm.txt')).mode & 0o777, 0o600)
+  })
+
+  test(`${name}: atomic writes take every mode and iterable of chunks Node's fs takes, and refuse the rest with Node's error`, async () => {
+    const d = tempAgentDir('pi-native-atomic-args-')
+    const fsp = require('node:fs/promises')
+    /** Node's answer for a mode: the created file's permission bits, or its error. */
+    const nodeMode = (mode, i) => {
+      const ref = path.join(d, `ref-${i}`)
+      try {
+        fs.closeSync(fs.openSync(ref, 'wx', mode ?? 0o666))
+        return fs.statSync(ref).mode & 0o777
+      } catch (err) {
+        return `${err.code}: ${err.message}`
+      }
+    }
+    const outcome = async (f, file) => {
+      try {
+        await f()
+        return fs.statSync(file).mode & 0o777
+      } catch (err) {
+        return `${err.code}: ${err.message}`
+      }
+    }
+    const modes = [undefined, null, 0o600, 0o640, '600', '0644', '0o644', '8', '', -1, 1.5, 2 ** 32, NaN, 10n, true, {}, [0o600]]
+    for (const [i, mode] of modes.entries()) {
+      const want = nodeMode(mode, i)
+      for (const variant of ['async', 'sync']) {
+        const parent = path.join(d, `${variant}-${i}`)
+        const file = path.join(parent, 'f.txt')
+        const got = await outcome(
+          () => (variant === 'async' ? s.writeFileAtomic(file, 'x', { mode }) : s.writeFileAtomicSync(file, 'x', { mode })),
+          file,
+        )
+        assert.equal(got, want, `mode ${util.inspect(mode)} (${variant})`)
+        assert.ok(fs.existsSync(parent), `mode ${util.inspect(mode)} (${variant}): the parent is created first`)
+        assert.deepEqual(fs.readdirSync(parent), typeof want === 'number' ? ['f.txt'] : [], 'no temp file left')
+      }
+    }
+    // A bad mode wins over bad content, as the original's open comes before its write.
+    assert.throws(() => s.writeFileAtomicSync(path.join(d, 'both.txt'), 42, { mode: 'x' }), { code: 'ERR_INVALID_ARG_VALUE' })
+
+    // Chunks: what Node's FileHandle#writeFile writes for the same iterable (async variant only).
+    async function* asyncChunks() {
+      yield 'a'
+      yield Buffer.from('b')
+      yield new Uint16Array([0x6463]) // the bytes "cd"
+    }
+    function* promiseChunks() {
+      yield Promise.resolve('p')
+      yield 'q'
+    }
+    async function* failing() {
+      yield 'partial'
+      throw new Error('source failed')
+    }
+    const iterables = [
+      ['async generator', asyncChunks],
+      ['sync generator of promises', promiseChunks],
+      ['array of strings', () => ['x', 'y']],
+      ['boxed string', () => new String('boxed')],
+      ['array with a number chunk', () => ['x', 5]],
+      ['failing async generator', failing],
+    ]
+    for (const [label, make] of iterables) {
+      const ref = path.join(d, `ref-${label}`)
+      let want
+      try {
+        const fh = await fsp.open(ref, 'wx')
+        try {
+          await fh.writeFile(make())
+        } finally {
+          await fh.close()
+        }
+        want = fs.readFileSync(ref, 'latin1')
+      } catch (err) {
+        want = `${err.constructor.name} ${err.code}: ${err.message}`
+      }
+      const parent = path.join(d, `chunks-${label}`)
+      const file = path.join(parent, 'f.txt')
+      let got
+      try {
+        await s.writeFileAtomic(file, make())
+        got = fs.readFileSync(file, 'latin1')
+      } catch (err) {
+        got = `${err.constructor.name} ${err.code}: ${err.message}`
+      }
+      assert.equal(got, want, label)
+      assert.deepEqual(fs.readdirSync(parent), got === want && !got.includes(':') ? ['f.txt'] : [], `${label}: no temp left`)
+    }
   })
 
   test(`${name}: withFileLock(Sync) excludes proper-lockfile and releases on throw`, async () => {

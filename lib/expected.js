@@ -1,57 +1,118 @@
 'use strict'
-// The fast form of a CAS `expected` (issue 12): when the value is plain JSON data, the native
-// CAS receives its JSON.stringify text (one string crossing, parsed off the JS thread) instead
-// of walking it through N-API value by value. "Plain JSON data" means exactly the values whose
-// JSON text carries every distinction util.isDeepStrictEqual makes against a parsed JSON value
-// (B20): plain objects and arrays (Object/Array prototypes, no holes, no extra array
-// properties, no own symbols, no cycles), strings, booleans, null and finite numbers other
-// than -0. Anything else (undefined, NaN, -0, Infinity, Date, Map, null prototypes, Proxies,
-// …) returns null and the native side reads the value itself with the exact rules. Accessor
-// properties are read like data properties (a getter runs here, at call time; one that throws
-// sends the value to the exact reader, which reads it again).
+// How a CAS `expected` reaches the comparison (issue 12, SPEC B20). One walk over the value,
+// which runs no user code (Proxies are recognized without touching their traps, properties are
+// read through their descriptors so no getter is called), sorts it into one of three routes:
+// - TEXT: plain JSON data, i.e. exactly the values whose JSON text carries every distinction
+//   util.isDeepStrictEqual makes against a parsed JSON value: plain objects and arrays
+//   (Object/Array prototypes, no holes, no extra array properties, no own symbols, each object
+//   reached once), strings, booleans, null and finite numbers other than -0. The native CAS
+//   receives its JSON.stringify text (one string crossing, parsed off the JS thread).
+// - READ: anything else made of data properties (undefined, NaN, -0, Infinity, Date, Map, null
+//   prototypes, shared or cyclic references, …): the native side reads the value itself with
+//   the exact rules. Reading it runs no JS code.
+// - JUDGE: a value whose reading would run JS code (a Proxy, an accessor property anywhere):
+//   the comparison is util.isDeepStrictEqual itself, called under the lock on the JS thread, so
+//   its getters and traps run when, and only if, the original's comparison calls them.
 const { types } = require('node:util')
 
-const hasOwn = Object.prototype.hasOwnProperty
-const MAX_DEPTH = 512
+const TEXT = 0
+const READ = 1
+const JUDGE = 2
 
-function plain(v, depth, ancestors) {
-  switch (typeof v) {
+const { getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf, keys: ownKeys } = Object
+const OBJECT = Object.prototype
+const ARRAY = Array.prototype
+
+/** Objects reached so far: a short array (the common entry has ~5), a Set past that. */
+class Seen {
+  constructor() {
+    this.list = []
+    this.set = null
+  }
+
+  /** Whether `v` was reached before; records it. */
+  visit(v) {
+    if (this.set !== null) {
+      if (this.set.has(v)) return true
+      this.set.add(v)
+      return false
+    }
+    if (this.list.includes(v)) return true
+    this.list.push(v)
+    if (this.list.length > 32) this.set = new Set(this.list)
+    return false
+  }
+}
+
+const isAccessor = (d) => d.get !== undefined || d.set !== undefined
+
+/** The route of `expected` (an object or array root): TEXT, READ or JUDGE. */
+function route(root) {
+  let result = TEXT
+  const seen = new Seen()
+  const stack = [root]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (seen.visit(v)) {
+      result = READ // shared or cyclic: JSON text would duplicate or fail
+      continue
+    }
+    if (types.isProxy(v)) return JUDGE
+    const isArray = Array.isArray(v)
+    if (getPrototypeOf(v) !== (isArray ? ARRAY : OBJECT)) result = READ
+    const names = ownKeys(v)
+    if (isArray && names.length !== v.length) result = READ // holes or extra properties
+    for (let i = 0; i < names.length; i++) {
+      const d = getOwnPropertyDescriptor(v, names[i])
+      if (d === undefined) continue
+      if (isAccessor(d)) return JUDGE
+      const x = d.value
+      if (typeof x === 'object' && x !== null) stack.push(x)
+      else if (!jsonLeaf(x)) result = READ
+    }
+    const symbols = getOwnPropertySymbols(v)
+    if (symbols.length > 0) {
+      result = READ
+      for (const sym of symbols) {
+        const d = getOwnPropertyDescriptor(v, sym)
+        if (isAccessor(d)) return JUDGE
+        if (typeof d.value === 'object' && d.value !== null) stack.push(d.value)
+      }
+    }
+  }
+  return result
+}
+
+/** A primitive whose JSON text carries every distinction isDeepStrictEqual makes. */
+function jsonLeaf(x) {
+  switch (typeof x) {
     case 'string':
     case 'boolean':
       return true
     case 'number':
-      return Number.isFinite(v) && !Object.is(v, -0)
-    case 'object':
-      break
+      return Number.isFinite(x) && !Object.is(x, -0)
     default:
-      return false
+      return false // undefined, bigint, symbol, function
   }
-  if (v === null) return true
-  if (depth > MAX_DEPTH || types.isProxy(v) || ancestors.includes(v)) return false
-  const isArray = Array.isArray(v)
-  if (Object.getPrototypeOf(v) !== (isArray ? Array.prototype : Object.prototype)) return false
-  if (Object.getOwnPropertySymbols(v).length > 0) return false
-  const keys = Object.keys(v)
-  if (isArray && keys.length !== v.length) return false
-  ancestors.push(v)
-  if (isArray) {
-    for (let i = 0; i < v.length; i++) if (!hasOwn.call(v, i) || !plain(v[i], depth + 1, ancestors)) return false
-  } else {
-    for (let i = 0; i < keys.length; i++) if (!plain(v[keys[i]], depth + 1, ancestors)) return false
-  }
-  ancestors.pop()
-  return true
 }
 
-/** JSON text of `expected` when it is plain JSON data (an object or array), else null. */
-function expectedText(expected) {
-  if (expected === null || typeof expected !== 'object') return null
+/**
+ * How to hand `expected` to the native CAS: `{ text }` (its JSON text), `{ read: true }` (the
+ * native side reads the value) or `{ judge: true }` (JS compares under the lock).
+ */
+function expectedRoute(expected) {
+  if (expected === null || typeof expected !== 'object') return READ_ROUTE
+  const r = route(expected)
+  if (r === JUDGE) return JUDGE_ROUTE
+  if (r === READ) return READ_ROUTE
   try {
-    return plain(expected, 0, []) ? JSON.stringify(expected) : null
+    return { text: JSON.stringify(expected) }
   } catch {
-    return null // e.g. a stack overflow on a pathological value: let the exact reader decide
+    return READ_ROUTE // nesting too deep for JSON.stringify: the native reader is iterative
   }
 }
+const READ_ROUTE = Object.freeze({ text: null })
+const JUDGE_ROUTE = Object.freeze({ text: null, judge: true })
 
 // The entry's timestamp fields (V5, V11): a file can only equal `expected` if its timestamps
 // are exactly these strings, so V8's verdict on them is all the native validator may need.
@@ -72,4 +133,4 @@ function validTimestamps(expected) {
   return out
 }
 
-module.exports = { expectedText, validTimestamps }
+module.exports = { expectedRoute, validTimestamps }

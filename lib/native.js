@@ -10,7 +10,8 @@ const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
 const { fromNative, compromisedError } = require('./contract/errors.js')
-const { expectedText, validTimestamps } = require('./expected.js')
+const { isDeepStrictEqual } = require('node:util')
+const { expectedRoute, validTimestamps } = require('./expected.js')
 const { processMatrixDir, entryPath, buildEntryId } = paths
 
 // Every native failure of this environment becomes an error in one place: the contract layer.
@@ -137,16 +138,36 @@ function writeEntry(agentDir, entry) {
   })
 }
 
-/** Start an async CAS, handing `expected` over in its fast form when it has one. */
+/** Start an async CAS, handing `expected` over by its route (lib/expected.js). */
 function casStart(file, expected, payload, remove) {
-  const text = expectedText(expected)
-  return binding.storeCas(file, expected, text, text === null ? [] : validTimestamps(expected), payload, remove, durable())
+  const r = expectedRoute(expected)
+  if (r.judge) {
+    return binding.storeCasJudged(file, payload, remove, durable()).then((s) => s.finish(judge(s, expected)))
+  }
+  const timestamps = r.text === null ? [] : validTimestamps(expected)
+  return binding.storeCas(file, expected, r.text, timestamps, payload, remove, durable())
+}
+
+/**
+ * B8/B20's comparison on the JS thread, under the suspended CAS's lock: `current` is the file's
+ * validated value or undefined, compared by util.isDeepStrictEqual itself. If it throws (a
+ * getter or trap of `expected`), the lock is given back and the error propagates.
+ */
+function judge(s, expected) {
+  const current = s.text !== null && s.timestamps.every(finiteDate) ? JSON.parse(s.text) : undefined
+  try {
+    return isDeepStrictEqual(current, expected)
+  } catch (err) {
+    s.release()
+    throw err
+  }
 }
 
 /** A CAS verdict: finish a suspended one with V8's judgement of its timestamps. */
 function casVerdict(r, serialized) {
   if (r instanceof binding.SuspendedCas) {
-    return r.finish(r.timestamps.every(finiteDate)).then((m) => casVerdict(m, serialized))
+    // `expected` was undefined: it matches iff some timestamp is invalid for V8.
+    return r.finish(!r.timestamps.every(finiteDate)).then((m) => casVerdict(m, serialized))
   }
   if (r && serialized.payload === null) throw serialized.error // matched, nothing to write
   return r
@@ -171,7 +192,14 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   const file = entryPath(agentDir, expected.entryId)
   paths.assertStoreTarget(file)
   const serialized = serialize(next)
-  const matched = binding.storeCasSync(file, expected, expectedText(expected), serialized.payload, durable())
+  const r = expectedRoute(expected)
+  let matched
+  if (r.judge) {
+    const s = binding.storeCasJudgedSync(file, serialized.payload, durable())
+    matched = s.finishSync(judge(s, expected))
+  } else {
+    matched = binding.storeCasSync(file, expected, r.text, serialized.payload, durable())
+  }
   if (matched && serialized.payload === null) throw serialized.error
   return matched
 }
@@ -202,16 +230,29 @@ function sweepOrphanTempFiles(agentDir, minAgeMs) {
 function writeFileAtomic(filePath, content, options) {
   return rejecting(() => {
     paths.assertAtomicTarget(filePath)
-    const bytes = paths.atomicContent(filePath, content, false)
-    const mode = atomicMode(filePath, options)
+    if (paths.isChunkIterable(content)) return writeChunksAtomic(filePath, content, options)
+    const mode = atomicMode(filePath, options) // the original's open validates it before the data
+    const bytes = paths.atomicContent(filePath, content)
     return binding.atomicWrite(filePath, bytes, mode, durable())
   })
 }
 
+/**
+ * writeFileAtomic of an iterable of chunks (sync or async, awaited one by one as Node's
+ * `FileHandle#writeFile` does), in the original's order: parent directory, mode, then the chunks.
+ */
+async function writeChunksAtomic(filePath, chunks, options) {
+  await fsp.mkdir(path.dirname(filePath), { recursive: true })
+  const mode = atomicMode(filePath, options)
+  const parts = []
+  for await (const chunk of chunks) parts.push(paths.chunkBytes(chunk))
+  return binding.atomicWrite(filePath, Buffer.concat(parts), mode, durable())
+}
+
 function writeFileAtomicSync(filePath, content, options) {
   paths.assertAtomicTarget(filePath)
-  const bytes = paths.atomicContent(filePath, content, true)
   const mode = atomicMode(filePath, options)
+  const bytes = paths.atomicContent(filePath, content)
   binding.atomicWriteSync(filePath, bytes, mode, durable())
 }
 

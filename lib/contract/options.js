@@ -58,15 +58,32 @@ function lockOptions(options = {}, sync) {
 
 /**
  * writeFileAtomic(Sync)'s file mode: `options.mode ?? 0o666`, read where the original reads it —
- * after it created the parent directory — so a throwing `options` leaves that directory too.
+ * after it created the parent directory — and accepted or refused as Node's `open` does (a
+ * uint32, or a string of octal digits), so a throwing `options` or a bad mode leaves that
+ * directory too and fails with Node's own error.
  */
 function atomicMode(filePath, options = {}) {
   try {
-    return options.mode ?? 0o666
+    return nodeFileMode(options.mode ?? 0o666)
   } catch (err) {
     fs.mkdirSync(path.dirname(filePath), { recursive: true })
     throw err
   }
+}
+
+// A path that can never be opened (a name under a regular file): `open` validates its mode
+// argument first and then fails with ENOTDIR/ENOENT, creating nothing.
+const MODE_PROBE = path.join(__filename, 'mode-probe')
+
+/** A file mode as Node's fs parses it; its own ERR_* error when Node refuses it. */
+function nodeFileMode(mode) {
+  if (typeof mode === 'number' && mode >>> 0 === mode) return mode
+  try {
+    fs.closeSync(fs.openSync(MODE_PROBE, 'r', mode))
+  } catch (err) {
+    if (typeof err?.code === 'string' && err.code.startsWith('ERR_')) throw err
+  }
+  return typeof mode === 'string' ? parseInt(mode, 8) : mode
 }
 
 /** sweepOrphanTempFiles' `minAgeMs`: undefined → 5 minutes, else a non-negative number. */

@@ -72,25 +72,35 @@ function assertStoreTarget(file) {
 }
 
 /**
- * writeFileAtomic(Sync)'s `content` as the bytes to write. A string or an ArrayBufferView passes
- * as is. The async original writes with `FileHandle#writeFile`, which also takes a (sync)
- * iterable of chunks: those are converted as Node converts them. Anything else fails where the
- * original's write does — after the parent directory and the temp file were created (the temp
- * file is then removed) — with Node's own `data` argument error.
+ * writeFileAtomic(Sync)'s `content` as the bytes to write: a string or an ArrayBufferView passes
+ * as is. Anything else fails where the original's write does — after the parent directory and
+ * the temp file were created (the temp file is then removed) — with Node's own `data` argument
+ * error. (The async variant first routes iterables of chunks, see `isChunkIterable`.)
  */
-function atomicContent(filePath, content, sync) {
+function atomicContent(filePath, content) {
   if (typeof content === 'string') return content
-  // Any ArrayBufferView is written as its bytes (as Node's fs does): hand the addon a byte view.
-  if (ArrayBuffer.isView(content)) return new Uint8Array(content.buffer, content.byteOffset, content.byteLength)
-  if (!sync && content !== null && typeof content === 'object' && typeof content[Symbol.iterator] === 'function') {
-    const chunks = []
-    for (const chunk of content) chunks.push(ArrayBuffer.isView(chunk) ? chunk : Buffer.from(chunk, 'utf8'))
-    return Buffer.concat(chunks)
-  }
+  if (ArrayBuffer.isView(content)) return chunkBytes(content)
   fs.mkdirSync(path.dirname(filePath), { recursive: true })
   // fs validates `data` before it opens the path; the NUL path guarantees nothing is opened.
   fs.writeFileSync('\0', content)
   throw new Error('unreachable') // writeFileSync threw above
+}
+
+/**
+ * Whether the async original's `FileHandle#writeFile` writes `content` chunk by chunk: any
+ * non-string, non-ArrayBufferView value with a sync or async iterator (Node's own test).
+ */
+function isChunkIterable(content) {
+  if (content === null || content === undefined || typeof content === 'string' || ArrayBuffer.isView(content)) {
+    return false
+  }
+  return typeof content[Symbol.iterator] === 'function' || typeof content[Symbol.asyncIterator] === 'function'
+}
+
+/** One chunk's bytes as Node's `FileHandle#writeFile` converts it (a view as is, else UTF-8). */
+function chunkBytes(chunk) {
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+  return Buffer.from(chunk, 'utf8')
 }
 
 module.exports = {
@@ -102,4 +112,6 @@ module.exports = {
   assertStoreTarget,
   assertAtomicTarget,
   atomicContent,
+  isChunkIterable,
+  chunkBytes,
 }

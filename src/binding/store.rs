@@ -163,42 +163,80 @@ pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>
     run(env, move || core::remove_entry(&file, opts), |_, ()| Ok(()))
 }
 
-/// A CAS suspended under its lock because the file's validity hangs on timestamps only V8 can
-/// judge (`expected` was undefined). `finish` completes it; dropping it (collection, or the
-/// environment's teardown) releases the lock without writing.
+/// A CAS suspended under its lock while the JS thread decides whether it matched: V8 judges
+/// the file's timestamps (`expected` was undefined), or JS compares the whole file
+/// (`storeCasJudged`). `finish` / `finishSync` complete it; `release` (or dropping it: collection,
+/// the environment's teardown) gives the lock back without acting.
 #[napi]
 pub struct SuspendedCas {
     pending: Option<PendingCas>,
+    text: Option<String>,
     timestamps: Vec<Vec<u16>>,
+}
+
+impl SuspendedCas {
+    fn new(mut p: PendingCas) -> SuspendedCas {
+        SuspendedCas {
+            text: p.text.take(),
+            timestamps: p.pending.clone(),
+            pending: Some(p),
+        }
+    }
 }
 
 #[napi]
 impl SuspendedCas {
-    /// The timestamps to judge with `Date.parse`.
+    /// The file's text when it parsed and validated up to `timestamps`, else null (absent or
+    /// invalid). Only set by `storeCasJudged(Sync)`.
+    #[napi(catch_unwind, getter)]
+    pub fn text(&self) -> Option<String> {
+        self.text.clone()
+    }
+
+    /// The timestamps to judge with `Date.parse` (the file is valid iff all are finite).
     #[napi(catch_unwind, getter)]
     pub fn timestamps(&self) -> Vec<Utf16String> {
         utf16_list(self.timestamps.clone())
     }
 
-    /// Finish with V8's verdict (`valid`: every timestamp finite): resolves whether it matched
-    /// (and therefore wrote or removed). A second call resolves false.
+    /// Finish with the verdict: act (write or remove) iff `matched`, off the JS thread; resolves
+    /// whether it did. A second call resolves false.
     #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
-    pub fn finish<'e>(&mut self, env: &'e Env, valid: bool) -> Result<PromiseRaw<'e, bool>> {
+    pub fn finish<'e>(&mut self, env: &'e Env, matched: bool) -> Result<PromiseRaw<'e, bool>> {
         let p = self.pending.take();
         run(
             env,
             move || match p {
-                Some(p) => core::cas_finish(p, valid).map(matched),
+                Some(p) => core::cas_finish(p, matched).map(is_match),
                 None => Ok(false),
             },
             |_, m| Ok(m),
         )
     }
+
+    /// `finish` on the calling thread (the sync CAS).
+    #[napi(catch_unwind)]
+    pub fn finish_sync(&mut self, env: &Env, matched: bool) -> Result<bool> {
+        match self.pending.take() {
+            Some(p) => core::cas_finish(p, matched)
+                .map(is_match)
+                .map_err(|e| js_error(env, &e)),
+            None => Ok(false),
+        }
+    }
+
+    /// Give the lock back without acting (the JS comparison threw).
+    #[napi(catch_unwind)]
+    pub fn release(&mut self) {
+        if let Some(p) = self.pending.take() {
+            let _ = p.guard.release();
+        }
+    }
 }
 
 /// Whether a CAS matched (it then wrote or removed, or found nothing to write: the wrapper
 /// throws the serialization error in that case, since it knows the payload was null).
-fn matched(o: CasOutcome) -> bool {
+fn is_match(o: CasOutcome) -> bool {
     matches!(o, CasOutcome::Matched | CasOutcome::MatchedWithoutPayload)
 }
 
@@ -275,11 +313,8 @@ pub fn store_cas<'e>(
         },
         |_, outcome| {
             Ok(match outcome {
-                CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas {
-                    timestamps: p.pending.clone(),
-                    pending: Some(p),
-                }),
-                o => Either::A(matched(o)),
+                CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas::new(p)),
+                o => Either::A(is_match(o)),
             })
         },
     )
@@ -318,9 +353,55 @@ pub fn store_cas_sync(
             drop(p);
             Ok(false)
         }
-        Ok(o) => Ok(matched(o)),
+        Ok(o) => Ok(is_match(o)),
         Err(e) => Err(js_error(env, &e)),
     }
+}
+
+/// CAS whose comparison JS makes (SPEC B20's exact route, for an `expected` whose reading would
+/// run JS code: Proxies, accessors): lock and read off the JS thread, then resolve a
+/// [`SuspendedCas`] holding the lock and the file's text.
+#[napi(
+    catch_unwind,
+    ts_args_type = "file: string, payload: string | null, remove: boolean, durable: boolean",
+    ts_return_type = "Promise<SuspendedCas>"
+)]
+pub fn store_cas_judged<'e>(
+    env: &'e Env,
+    file: String,
+    payload: Option<String>,
+    remove: bool,
+    durable: bool,
+) -> Result<PromiseRaw<'e, SuspendedCas>> {
+    let opts = store_opts(env, durable)?;
+    let act = action(payload, remove);
+    run(
+        env,
+        move || core::cas_judged(&file, act, opts),
+        |_, p| Ok(SuspendedCas::new(p)),
+    )
+}
+
+/// `storeCasJudged` on the calling thread (the sync CAS, usable inside `process.on("exit")`).
+#[napi(
+    catch_unwind,
+    ts_args_type = "file: string, payload: string | null, durable: boolean"
+)]
+pub fn store_cas_judged_sync(
+    env: &Env,
+    file: String,
+    payload: Option<String>,
+    durable: bool,
+) -> Result<SuspendedCas> {
+    let mut lock = LockOptions::store_sync();
+    lock.owner = owner(env)?;
+    core::cas_judged(
+        &file,
+        action(payload, false),
+        WriteOptions { lock, durable },
+    )
+    .map(SuspendedCas::new)
+    .map_err(|e| js_error(env, &e))
 }
 
 /// W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory

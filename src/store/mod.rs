@@ -144,11 +144,15 @@ pub enum CasOutcome {
     NeedsTimestamps(PendingCas),
 }
 
-/// A CAS suspended under its lock while the JS thread judges timestamps.
+/// A CAS suspended under its lock while the JS thread decides whether it matched: either V8
+/// judges timestamps ([`CasOutcome::NeedsTimestamps`]) or JS compares the whole file
+/// ([`cas_judged`]). Dropping it releases the lock without acting.
 #[derive(Debug)]
 pub struct PendingCas {
     pub guard: LockGuard,
     pub file: String,
+    /// The file's text when it parsed and validated (up to `pending`), else None.
+    pub text: Option<String>,
     pub pending: Vec<Vec<u16>>,
     pub action: Action,
     pub durable: bool,
@@ -204,6 +208,7 @@ pub fn cas(
                 return Ok(CasOutcome::NeedsTimestamps(PendingCas {
                     guard,
                     file: file.to_string(),
+                    text: None,
                     pending: l.pending,
                     action,
                     durable: opts.durable,
@@ -225,13 +230,33 @@ pub fn cas(
     Ok(outcome)
 }
 
-/// Finish a suspended CAS with `expected === undefined`: it matches iff the file is invalid,
-/// i.e. iff some pending timestamp is not finite for V8.
-pub fn cas_finish(p: PendingCas, all_timestamps_valid: bool) -> Result<CasOutcome, FsError> {
-    let outcome = if all_timestamps_valid {
-        CasOutcome::NotMatched
-    } else {
+/// B8 / B10 / B12 with the comparison left to JS (an `expected` whose reading runs JS code,
+/// SPEC B20's exact route): mkdir -p, lock, read + validate, then suspend with the file's text
+/// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
+pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<PendingCas, FsError> {
+    mkdir_p(&dirname(file))?;
+    let guard = lock::acquire(file, opts.lock)?;
+    let (text, pending) = match load(file, &no_known) {
+        Some(l) => (Some(l.text), l.pending),
+        None => (None, Vec::new()),
+    };
+    Ok(PendingCas {
+        guard,
+        file: file.to_string(),
+        text,
+        pending,
+        action,
+        durable: opts.durable,
+    })
+}
+
+/// Finish a suspended CAS with the JS verdict: act if it `matched`, then release. (With
+/// `expected === undefined` a timestamp-pending file matches iff some timestamp is not finite.)
+pub fn cas_finish(p: PendingCas, matched: bool) -> Result<CasOutcome, FsError> {
+    let outcome = if matched {
         apply(&p.file, &p.action, p.durable, &p.guard)?
+    } else {
+        CasOutcome::NotMatched
     };
     let _ = p.guard.release();
     Ok(outcome)
