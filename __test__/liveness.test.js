@@ -336,12 +336,15 @@ test('worker_threads: a worker loads the addon, uses it and exits, twice', async
        parentPort.postMessage({ backend: m.backend, state: m.probePid(process.pid), alive: m.checkProcessLiveness(process.pid).alive })`,
       { eval: true },
     )
+    // Listen for 'exit' from the start: a worker that exits quickly has its last message drained
+    // and 'exit' emitted in one go, before a listener added after 'message' could see it.
+    const exited = new Promise((r) => worker.once('exit', r))
     const msg = await new Promise((resolve, reject) => {
       worker.once('message', resolve)
       worker.once('error', reject)
     })
     assert.deepEqual(msg, { backend: 'native', state: 'alive', alive: true })
-    assert.equal(await new Promise((r) => worker.once('exit', r)), 0)
+    assert.equal(await exited, 0)
   }
   await sleep(10)
   assert.equal(require('pi-native').probePid(process.pid), 'alive')
