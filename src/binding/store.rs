@@ -51,6 +51,13 @@ fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
     Ok(WriteOptions { lock, durable })
 }
 
+/// Options of a sync store operation (the sync CAS: 2 attempts, on the calling thread).
+fn store_sync_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
+    let mut lock = LockOptions::store_sync();
+    lock.owner = owner(env)?;
+    Ok(WriteOptions { lock, durable })
+}
+
 /// An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite).
 #[napi(object)]
 pub struct EntryText {
@@ -336,17 +343,10 @@ pub fn store_cas_sync(
 ) -> Result<bool> {
     let exp = Expected::new(env, expected, expected_text)?.into_exp();
     let js = Js::new(env)?;
-    let mut lock = LockOptions::store_sync();
-    lock.owner = owner(env)?;
+    let opts = store_sync_opts(env, durable)?;
     // On the JS thread V8 can be asked directly about any timestamp, so nothing is suspended.
     let known = |s: &[u16]| js.date_parse_finite(s).ok();
-    let outcome = core::cas(
-        &file,
-        &exp,
-        &known,
-        action(payload, false),
-        WriteOptions { lock, durable },
-    );
+    let outcome = core::cas(&file, &exp, &known, action(payload, false), opts);
     match outcome {
         Ok(CasOutcome::NeedsTimestamps(p)) => {
             // Unreachable with a V8-backed `known`; finish conservatively as "valid".
@@ -393,15 +393,10 @@ pub fn store_cas_judged_sync(
     payload: Option<String>,
     durable: bool,
 ) -> Result<SuspendedCas> {
-    let mut lock = LockOptions::store_sync();
-    lock.owner = owner(env)?;
-    core::cas_judged(
-        &file,
-        action(payload, false),
-        WriteOptions { lock, durable },
-    )
-    .map(SuspendedCas::new)
-    .map_err(|e| js_error(env, &e))
+    let opts = store_sync_opts(env, durable)?;
+    core::cas_judged(&file, action(payload, false), opts)
+        .map(SuspendedCas::new)
+        .map_err(|e| js_error(env, &e))
 }
 
 /// W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
