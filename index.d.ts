@@ -37,10 +37,13 @@ export declare class ListChunks {
 export declare class SuspendedCas {
   /**
    * The file's text when it parsed and validated up to `timestamps`, else null (absent or
-   * invalid). Only set by `storeCasJudged(Sync)`.
+   * invalid; always null for a timestamp suspension of `storeCas`, and once finished).
    */
   get text(): string | null
-  /** The timestamps to judge with `Date.parse` (the file is valid iff all are finite). */
+  /**
+   * The timestamps to judge with `Date.parse` (the file is valid iff all are finite; empty
+   * once finished).
+   */
   get timestamps(): Array<string>
   /**
    * Finish with the verdict: act (write or remove) iff `matched`, off the JS thread; resolves

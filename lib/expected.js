@@ -63,8 +63,7 @@ function route(root) {
     const names = ownKeys(v)
     if (isArray && names.length !== v.length) result = READ // holes or extra properties
     for (let i = 0; i < names.length; i++) {
-      const d = getOwnPropertyDescriptor(v, names[i])
-      if (d === undefined) continue
+      const d = getOwnPropertyDescriptor(v, names[i]) // defined: v is no Proxy
       if (isAccessor(d)) return JUDGE
       const x = d.value
       if (typeof x === 'object' && x !== null) stack.push(x)

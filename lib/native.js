@@ -154,7 +154,8 @@ function casStart(file, expected, payload, remove) {
  * getter or trap of `expected`), the lock is given back and the error propagates.
  */
 function judge(s, expected) {
-  const current = s.text !== null && s.timestamps.every(finiteDate) ? JSON.parse(s.text) : undefined
+  const text = s.text
+  const current = text !== null && s.timestamps.every(finiteDate) ? JSON.parse(text) : undefined
   try {
     return isDeepStrictEqual(current, expected)
   } catch (err) {

@@ -177,33 +177,30 @@ pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>
 #[napi]
 pub struct SuspendedCas {
     pending: Option<PendingCas>,
-    text: Option<String>,
-    timestamps: Vec<Vec<u16>>,
 }
 
 impl SuspendedCas {
-    fn new(mut p: PendingCas) -> SuspendedCas {
-        SuspendedCas {
-            text: p.text.take(),
-            timestamps: p.pending.clone(),
-            pending: Some(p),
-        }
+    fn new(p: PendingCas) -> SuspendedCas {
+        SuspendedCas { pending: Some(p) }
     }
 }
 
 #[napi]
 impl SuspendedCas {
     /// The file's text when it parsed and validated up to `timestamps`, else null (absent or
-    /// invalid). Only set by `storeCasJudged(Sync)`.
+    /// invalid; always null for a timestamp suspension of `storeCas`, and once finished).
     #[napi(catch_unwind, getter)]
     pub fn text(&self) -> Option<String> {
-        self.text.clone()
+        self.pending.as_ref().and_then(|p| p.text.clone())
     }
 
-    /// The timestamps to judge with `Date.parse` (the file is valid iff all are finite).
+    /// The timestamps to judge with `Date.parse` (the file is valid iff all are finite; empty
+    /// once finished).
     #[napi(catch_unwind, getter)]
     pub fn timestamps(&self) -> Vec<Utf16String> {
-        utf16_list(self.timestamps.clone())
+        self.pending
+            .as_ref()
+            .map_or_else(Vec::new, |p| utf16_list(p.pending.clone()))
     }
 
     /// Finish with the verdict: act (write or remove) iff `matched`, off the JS thread; resolves

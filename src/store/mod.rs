@@ -191,6 +191,12 @@ fn apply(
     }
 }
 
+/// B13: every mutating call creates the entry's directory, then takes its lock.
+fn lock_entry(file: &str, lock: LockOptions) -> Result<LockGuard, FsError> {
+    mkdir_p(&dirname(file))?;
+    lock::acquire(file, lock)
+}
+
 /// B8 / B10 / B12: mkdir -p, lock, read + validate + compare, act on a match, release.
 pub fn cas(
     file: &str,
@@ -199,8 +205,7 @@ pub fn cas(
     action: Action,
     opts: WriteOptions,
 ) -> Result<CasOutcome, FsError> {
-    mkdir_p(&dirname(file))?;
-    let guard = lock::acquire(file, opts.lock)?;
+    let guard = lock_entry(file, opts.lock)?;
     let current = load(file, known);
     let outcome = match current {
         Some(l) if !l.pending.is_empty() => {
@@ -234,8 +239,7 @@ pub fn cas(
 /// SPEC B20's exact route): mkdir -p, lock, read + validate, then suspend with the file's text
 /// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
 pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<PendingCas, FsError> {
-    mkdir_p(&dirname(file))?;
-    let guard = lock::acquire(file, opts.lock)?;
+    let guard = lock_entry(file, opts.lock)?;
     let (text, pending) = match load(file, &no_known) {
         Some(l) => (Some(l.text), l.pending),
         None => (None, Vec::new()),
@@ -264,8 +268,7 @@ pub fn cas_finish(p: PendingCas, matched: bool) -> Result<CasOutcome, FsError> {
 
 /// B7: mkdir -p, lock, write (or only lock and release when serialization failed), release.
 pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Result<(), FsError> {
-    mkdir_p(&dirname(file))?;
-    let guard = lock::acquire(file, opts.lock)?;
+    let guard = lock_entry(file, opts.lock)?;
     let result = match payload {
         Some(bytes) => write_fenced(file, bytes, opts.durable, &guard),
         None => Ok(()),
@@ -276,8 +279,7 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
 
 /// B11: mkdir -p, lock, remove the file (every rm error swallowed), release.
 pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
-    mkdir_p(&dirname(file))?;
-    let guard = lock::acquire(file, opts.lock)?;
+    let guard = lock_entry(file, opts.lock)?;
     guard.fenced(|| {
         let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
         Ok(())
