@@ -12,7 +12,7 @@ const path = require('node:path')
 const util = require('node:util')
 const lockfile = require('proper-lockfile')
 const { fsError, lockedError, fromNative } = require('../lib/contract/errors.js')
-const { backends, worldReadableCopy } = require('./helpers.js')
+const { backends, worldReadableCopy, worldExecutableNode } = require('./helpers.js')
 
 /** What a caller can observe of an error (the stack aside). */
 function shape(err) {
@@ -107,7 +107,8 @@ test('EACCES (uid 65534): fsError equals Node’s error; both backends fail writ
         }
         console.log(JSON.stringify(out))
       })()`
-    const r = spawnSync(process.execPath, ['-e', script], { uid: 65534, gid: 65534, cwd: copy, encoding: 'utf8' })
+    const r = spawnSync(worldExecutableNode(copy), ['-e', script], { uid: 65534, gid: 65534, cwd: copy, encoding: 'utf8' })
+    assert.equal(r.error, undefined, String(r.error))
     assert.equal(r.status, 0, r.stderr)
     const out = JSON.parse(r.stdout)
     assert.equal(out.real.code, 'EACCES')

