@@ -177,6 +177,13 @@ export declare function storeCasJudged(file: string, payload: string | null, rem
 export declare function storeCasJudgedSync(file: string, payload: string | null, durable: boolean): SuspendedCas
 
 /**
+ * [`store_cas`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves null, having
+ * done nothing, when the lock was not free at once; `lib/native.js` then calls `storeCas`
+ * (ARCHITECTURE.md, "Fast path").
+ */
+export declare function storeCasNow(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas | null>
+
+/**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
  * `process.on("exit")`. Returns whether it matched.
  */
@@ -188,14 +195,27 @@ export declare function storeCasSync(file: string, expected: unknown, expectedTe
  */
 export declare function storeList(agentDir: string): Promise<ListChunks>
 
-/** readEntry core: the accepted file's text, or null when absent, unreadable or invalid. */
+/**
+ * readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
+ * Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
+ */
 export declare function storeRead(file: string): Promise<EntryText | null>
 
 /** removeEntry core. */
 export declare function storeRemove(file: string): Promise<void>
 
+/** [`store_remove`]'s fast path, as [`store_write_now`]: false when the lock was not free. */
+export declare function storeRemoveNow(file: string): Promise<boolean>
+
 /** writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release. */
 export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<void>
+
+/**
+ * [`store_write`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves false,
+ * having done nothing, when the lock was not free at once; `lib/native.js` then calls
+ * `storeWrite` (ARCHITECTURE.md, "Fast path").
+ */
+export declare function storeWriteNow(file: string, payload: string | undefined | null, durable: boolean): Promise<boolean>
 
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory

@@ -55,6 +55,52 @@ for (const [name, s] of backends()) {
     assert.deepEqual(leftovers(a).sort(), ['master-session-1.json', 'worker-s2.json'])
   })
 
+  test(`${name}: a store call that finds its entry locked waits for the holder, then lands in full`, async () => {
+    // Native first tries the lock once without waiting (the fast path); a busy lock must send
+    // it to the full retry policy, never to an error or a skipped write.
+    const a = tempAgentDir()
+    const e = makeEntry()
+    await s.writeEntry(a, e)
+    const file = s.entryPath(a, e.entryId)
+    const settledWithin = async (p, ms) => {
+      let settled = false
+      p.then(() => (settled = true), () => (settled = true))
+      await new Promise((r) => setTimeout(r, ms))
+      return settled
+    }
+    const held = async (holder, start) => {
+      const release = await holder()
+      const before = fs.readFileSync(file, 'utf8')
+      const op = start()
+      assert.equal(await settledWithin(op, 80), false, 'the call waits while the lock is held')
+      assert.equal(fs.readFileSync(file, 'utf8'), before, 'nothing changes under a held lock')
+      await release()
+      return op
+    }
+    const byLockfile = () => lockfile.lock(file, { realpath: false })
+    const byThisProcess = () =>
+      new Promise((taken) => {
+        let done
+        const over = new Promise((r) => (done = r))
+        s.withFileLock(file, () => {
+          taken(async () => done())
+          return over
+        })
+      })
+    for (const holder of [byLockfile, byThisProcess]) {
+      const next = { ...e, status: 'closed' }
+      assert.equal(await held(holder, () => s.writeEntryIfUnchanged(a, e.entryId, e, next)), true)
+      assert.deepStrictEqual(await s.readEntry(a, e.entryId), next)
+      assert.equal(await held(holder, () => s.writeEntryIfUnchanged(a, e.entryId, e, next)), false)
+      await held(holder, () => s.writeEntry(a, e))
+      assert.deepStrictEqual(await s.readEntry(a, e.entryId), e)
+      await held(holder, () => s.removeEntry(a, e.entryId))
+      assert.equal(await s.readEntry(a, e.entryId), undefined)
+      await s.writeEntry(a, e)
+    }
+    assert.deepEqual(leftovers(a), ['master-session-1.json'])
+  })
+
   test(`${name}: a CAS expected that runs JS code (getters, Proxy) is compared by util.isDeepStrictEqual under the lock`, async () => {
     const a = tempAgentDir()
     const e = makeEntry()

@@ -132,9 +132,14 @@ function writeEntry(agentDir, entry) {
     const file = entryPath(agentDir, entry.entryId)
     paths.assertStoreTarget(file)
     const serialized = serialize(entry)
-    return binding.storeWrite(file, serialized.payload, durable()).then(() => {
+    const after = () => {
       if (serialized.payload === null) throw serialized.error // after mkdir, lock and release (B7)
-    })
+    }
+    const d = durable()
+    // The fast path first (no wait); the full retry policy only when the lock was not free.
+    return binding
+      .storeWriteNow(file, serialized.payload, d)
+      .then((done) => (done ? after() : binding.storeWrite(file, serialized.payload, d).then(after)))
   })
 }
 
@@ -145,7 +150,10 @@ function casStart(file, expected, payload, remove) {
     return binding.storeCasJudged(file, payload, remove, durable()).then((s) => s.finish(judge(s, expected)))
   }
   const timestamps = r.text === null ? [] : validTimestamps(expected)
-  return binding.storeCas(file, expected, r.text, timestamps, payload, remove, durable())
+  const d = durable()
+  return binding
+    .storeCasNow(file, expected, r.text, timestamps, payload, remove, d)
+    .then((now) => (now === null ? binding.storeCas(file, expected, r.text, timestamps, payload, remove, d) : now))
 }
 
 /**
@@ -209,7 +217,7 @@ function removeEntry(agentDir, entryId) {
   return rejecting(() => {
     const file = entryPath(agentDir, entryId)
     paths.assertStoreTarget(file)
-    return binding.storeRemove(file)
+    return binding.storeRemoveNow(file).then((done) => (done ? undefined : binding.storeRemove(file)))
   })
 }
 

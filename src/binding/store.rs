@@ -12,7 +12,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
-use super::failure::{js_error, run};
+use super::failure::{js_error, on_pool, run, PoolHop};
 use crate::store::entry::Exp;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -66,10 +66,10 @@ pub struct EntryText {
 }
 
 /// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
+/// Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
 #[napi(catch_unwind, ts_return_type = "Promise<EntryText | null>")]
-pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
-    run(
-        env,
+pub fn store_read(file: String) -> AsyncTask<PoolHop<Option<core::ReadOut>, Option<EntryText>>> {
+    on_pool(
         move || Ok(core::read_entry(&file)),
         |_, r| {
             Ok(r.map(|r| EntryText {
@@ -163,11 +163,47 @@ pub fn store_write<'e>(
     )
 }
 
+/// [`store_write`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves false,
+/// having done nothing, when the lock was not free at once; `lib/native.js` then calls
+/// `storeWrite` (ARCHITECTURE.md, "Fast path").
+#[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
+pub fn store_write_now(
+    env: &Env,
+    file: String,
+    payload: Option<String>,
+    durable: bool,
+) -> Result<AsyncTask<PoolHop<Option<()>, bool>>> {
+    let opts = store_opts(env, durable)?;
+    Ok(on_pool(
+        move || {
+            core::without_waiting(&file, opts, |guard| {
+                core::write_entry_locked(
+                    guard,
+                    &file,
+                    payload.as_deref().map(str::as_bytes),
+                    durable,
+                )
+            })
+        },
+        |_, done| Ok(done.is_some()),
+    ))
+}
+
 /// removeEntry core.
 #[napi(catch_unwind, ts_return_type = "Promise<void>")]
 pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>> {
     let opts = store_opts(env, false)?;
     run(env, move || core::remove_entry(&file, opts), |_, ()| Ok(()))
+}
+
+/// [`store_remove`]'s fast path, as [`store_write_now`]: false when the lock was not free.
+#[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
+pub fn store_remove_now(env: &Env, file: String) -> Result<AsyncTask<PoolHop<Option<()>, bool>>> {
+    let opts = store_opts(env, false)?;
+    Ok(on_pool(
+        move || core::without_waiting(&file, opts, |guard| core::remove_entry_locked(guard, &file)),
+        |_, done| Ok(done.is_some()),
+    ))
 }
 
 /// A CAS suspended under its lock while the JS thread decides whether it matched: V8 judges
@@ -297,15 +333,7 @@ pub fn store_cas<'e>(
     remove: bool,
     durable: bool,
 ) -> Result<PromiseRaw<'e, Either<bool, SuspendedCas>>> {
-    let exp = Expected::new(env, expected, expected_text)?;
-    let known: HashMap<Vec<u16>, bool> = match &exp {
-        // Read on this thread: V8 judges its timestamps now, from the value read.
-        Expected::Read(e) => expected_timestamps(&Js::new(env)?, e)?,
-        Expected::Text(_) => valid_timestamps
-            .iter()
-            .map(|s| (s.to_vec(), true))
-            .collect(),
-    };
+    let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
     let opts = store_opts(env, durable)?;
     let act = action(payload, remove);
     run(
@@ -315,13 +343,72 @@ pub fn store_cas<'e>(
             let lookup = |s: &[u16]| known.get(s).copied();
             core::cas(&file, &exp, &lookup, act, opts)
         },
-        |_, outcome| {
-            Ok(match outcome {
-                CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas::new(p)),
-                o => Either::A(is_match(o)),
+        |_, outcome| Ok(cas_to_js(outcome)),
+    )
+}
+
+/// `expected` as the CAS compares it, and the timestamps V8 has already judged.
+fn cas_inputs(
+    env: &Env,
+    expected: Unknown,
+    expected_text: Option<String>,
+    valid_timestamps: Vec<Utf16String>,
+) -> Result<(Expected, HashMap<Vec<u16>, bool>)> {
+    let exp = Expected::new(env, expected, expected_text)?;
+    let known = match &exp {
+        // Read on this thread: V8 judges its timestamps now, from the value read.
+        Expected::Read(e) => expected_timestamps(&Js::new(env)?, e)?,
+        Expected::Text(_) => valid_timestamps
+            .iter()
+            .map(|s| (s.to_vec(), true))
+            .collect(),
+    };
+    Ok((exp, known))
+}
+
+/// The JS value of a CAS outcome: whether it matched, or the suspension V8 must finish.
+fn cas_to_js(outcome: CasOutcome) -> Either<bool, SuspendedCas> {
+    match outcome {
+        CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas::new(p)),
+        o => Either::A(is_match(o)),
+    }
+}
+
+/// The pool task of [`store_cas_now`]: None (null in JS) when the lock was not free at once.
+type CasNow = PoolHop<Option<CasOutcome>, Option<Either<bool, SuspendedCas>>>;
+
+/// [`store_cas`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves null, having
+/// done nothing, when the lock was not free at once; `lib/native.js` then calls `storeCas`
+/// (ARCHITECTURE.md, "Fast path").
+#[napi(
+    catch_unwind,
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
+    ts_return_type = "Promise<boolean | SuspendedCas | null>"
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn store_cas_now(
+    env: &Env,
+    file: String,
+    expected: Unknown,
+    expected_text: Option<String>,
+    valid_timestamps: Vec<Utf16String>,
+    payload: Option<String>,
+    remove: bool,
+    durable: bool,
+) -> Result<AsyncTask<CasNow>> {
+    let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
+    let opts = store_opts(env, durable)?;
+    let act = action(payload, remove);
+    Ok(on_pool(
+        move || {
+            core::without_waiting(&file, opts, |guard| {
+                let exp = exp.into_exp();
+                let lookup = |s: &[u16]| known.get(s).copied();
+                core::cas_locked(guard, &file, &exp, &lookup, act, durable)
             })
         },
-    )
+        |_, outcome| Ok(outcome.map(cas_to_js)),
+    ))
 }
 
 /// Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside

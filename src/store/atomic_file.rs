@@ -75,15 +75,23 @@ pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
     Ok(())
 }
 
-/// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format), from the OS
-/// random source (getrandom / getentropy / ProcessPrng) through the `uuid` crate.
+/// A random UUID v4 in lowercase hex (Node's `crypto.randomUUID()` format), through the `uuid`
+/// crate's `fast-rng`: a thread-local CSPRNG seeded from the OS source (getrandom / getentropy
+/// / ProcessPrng), so a write does not spend a syscall on it — as Node's `randomUUID()` draws
+/// from a cached batch of random bytes.
 pub fn random_uuid() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 /// The temp name of B19: `<filePath>.<pid>.<uuid>.tmp` (filePath as given).
 pub fn temp_path(file: &str) -> String {
-    format!("{file}.{}.{}.tmp", std::process::id(), random_uuid())
+    format!("{file}.{}.{}.tmp", own_pid(), random_uuid())
+}
+
+/// This process's id, asked of the kernel once (a Node process never forks its addon state).
+fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// B19: mkdir -p the parent, exclusive-create the temp file (`wx`, mode & ~umask), write,

@@ -40,6 +40,9 @@ pub enum Retry {
     Async { retries: u32 },
     /// Sync policy: max(1, retries) + 1 attempts, only ELOCKED retried (blocking sleeps).
     Sync { retries: u32 },
+    /// One attempt, no waiting at all, not even for this process's own queue: the store's
+    /// fast path (ARCHITECTURE.md, "Fast path"), which falls back to the async policy.
+    Once,
 }
 
 impl Retry {
@@ -47,6 +50,7 @@ impl Retry {
         match self {
             Retry::Async { retries } => retries.saturating_add(1),
             Retry::Sync { retries } => retries.max(1).saturating_add(1),
+            Retry::Once => 1,
         }
     }
 
@@ -476,6 +480,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 let retryable = match opts.retry {
                     Retry::Async { .. } => true,
                     Retry::Sync { .. } => platform::fs::sync_lock_retryable(&err),
+                    Retry::Once => false,
                 };
                 errors.push(err);
                 if !retryable || k >= attempts {
@@ -516,7 +521,9 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     drop(guard); // gives the turn back (nothing on disk is ours)
     Err(match opts.retry {
         Retry::Async { .. } => most_frequent(errors),
-        Retry::Sync { .. } => errors.pop().unwrap_or(FsError::Locked { file: target }),
+        Retry::Sync { .. } | Retry::Once => {
+            errors.pop().unwrap_or(FsError::Locked { file: target })
+        }
     })
 }
 

@@ -42,8 +42,25 @@ pub fn read_text(path: &str) -> Option<String> {
     if !ft.is_file() {
         return None;
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.read_to_end(&mut bytes).ok()?;
+    let size = meta.len() as usize;
+    let mut bytes = Vec::with_capacity(size);
+    if size == 0 {
+        f.read_to_end(&mut bytes).ok()?;
+    } else {
+        // Like Node's readFile: read up to the size fstat gave, stopping early at EOF. Not
+        // read_to_end, which asks the kernel for the size and position again (2 more syscalls).
+        bytes.resize(size, 0);
+        let mut got = 0;
+        while got < size {
+            match f.read(&mut bytes[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        bytes.truncate(got);
+    }
     Some(match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -197,6 +214,26 @@ fn lock_entry(file: &str, lock: LockOptions) -> Result<LockGuard, FsError> {
     lock::acquire(file, lock)
 }
 
+/// The fast path of a mutating call (ARCHITECTURE.md, "Fast path"): take the entry's lock with
+/// one attempt and no wait, and run `op` under it; None when the lock was not free at once (held
+/// by another process or queued for in this one) or could not be taken for any other reason.
+/// The caller then runs the whole operation under the full retry policy, which also reports
+/// the errors the original would: this attempt is one extra `mkdir` before its first.
+pub fn without_waiting<T>(
+    file: &str,
+    opts: WriteOptions,
+    op: impl FnOnce(LockGuard) -> Result<T, FsError>,
+) -> Result<Option<T>, FsError> {
+    let lock = LockOptions {
+        retry: lock::Retry::Once,
+        ..opts.lock
+    };
+    match lock_entry(file, lock) {
+        Ok(guard) => op(guard).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
 /// B8 / B10 / B12: mkdir -p, lock, read + validate + compare, act on a match, release.
 pub fn cas(
     file: &str,
@@ -206,6 +243,18 @@ pub fn cas(
     opts: WriteOptions,
 ) -> Result<CasOutcome, FsError> {
     let guard = lock_entry(file, opts.lock)?;
+    cas_locked(guard, file, expected, known, action, opts.durable)
+}
+
+/// [`cas`] under a lock already taken.
+pub fn cas_locked(
+    guard: LockGuard,
+    file: &str,
+    expected: &Exp,
+    known: &dyn Fn(&[u16]) -> Option<bool>,
+    action: Action,
+    durable: bool,
+) -> Result<CasOutcome, FsError> {
     let current = load(file, known);
     let outcome = match current {
         Some(l) if !l.pending.is_empty() => {
@@ -216,7 +265,7 @@ pub fn cas(
                     text: None,
                     pending: l.pending,
                     action,
-                    durable: opts.durable,
+                    durable,
                 }));
             }
             // A structurally equal file would carry exactly the expected timestamps, which
@@ -225,7 +274,7 @@ pub fn cas(
         }
         current => {
             if entry::cas_matches(current.as_ref().map(|l| &l.value), expected) {
-                apply(file, &action, opts.durable, &guard)?
+                apply(file, &action, durable, &guard)?
             } else {
                 CasOutcome::NotMatched
             }
@@ -269,8 +318,18 @@ pub fn cas_finish(p: PendingCas, matched: bool) -> Result<CasOutcome, FsError> {
 /// B7: mkdir -p, lock, write (or only lock and release when serialization failed), release.
 pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Result<(), FsError> {
     let guard = lock_entry(file, opts.lock)?;
+    write_entry_locked(guard, file, payload, opts.durable)
+}
+
+/// [`write_entry`] under a lock already taken.
+pub fn write_entry_locked(
+    guard: LockGuard,
+    file: &str,
+    payload: Option<&[u8]>,
+    durable: bool,
+) -> Result<(), FsError> {
     let result = match payload {
-        Some(bytes) => write_fenced(file, bytes, opts.durable, &guard),
+        Some(bytes) => write_fenced(file, bytes, durable, &guard),
         None => Ok(()),
     };
     let _ = guard.release();
@@ -280,6 +339,11 @@ pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Re
 /// B11: mkdir -p, lock, remove the file (every rm error swallowed), release.
 pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
     let guard = lock_entry(file, opts.lock)?;
+    remove_entry_locked(guard, file)
+}
+
+/// [`remove_entry`] under a lock already taken.
+pub fn remove_entry_locked(guard: LockGuard, file: &str) -> Result<(), FsError> {
     guard.fenced(|| {
         let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
         Ok(())
