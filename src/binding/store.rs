@@ -592,6 +592,8 @@ fn callback_lock_options(
         realpath: realpath.unwrap_or(false),
         kind: HolderKind::Callback,
         owner: owner(env)?,
+        // B17a's mkdir of the parent happens before (lib/native.js), with its own errors.
+        create_parent: false,
     })
 }
 

@@ -71,6 +71,10 @@ pub struct LockOptions {
     pub kind: HolderKind,
     /// Which JS environment (main thread or a worker) holds it, for exit cleanup.
     pub owner: u64,
+    /// Create the target's folder (mkdir -p, Node's errors) if the lock's `mkdir` finds it
+    /// missing: the store's "mkdir -p, then lock" (B7–B13) at the cost of one `mkdir` instead of
+    /// a `stat` on every call. A failure to create it is final, as the original's mkdir -p is.
+    pub create_parent: bool,
 }
 
 impl LockOptions {
@@ -82,6 +86,7 @@ impl LockOptions {
             realpath: false,
             kind: HolderKind::Native,
             owner: 0,
+            create_parent: true,
         }
     }
 
@@ -93,6 +98,7 @@ impl LockOptions {
             realpath: false,
             kind: HolderKind::Native,
             owner: 0,
+            create_parent: true,
         }
     }
 }
@@ -141,6 +147,9 @@ struct State {
     waiting: HashMap<String, Waiting>,
     /// Attempts made early because a removal was notified (a diagnostic for tests).
     notified_attempts: u64,
+    /// Threads asleep on `released` ([`sleep_until_released`]): a release with nobody asleep
+    /// skips the wake-up call (a syscall on every uncontended store operation otherwise).
+    sleepers: usize,
 }
 
 #[derive(Default)]
@@ -229,6 +238,21 @@ fn table() -> &'static Table {
     })
 }
 
+/// Sleep on `released` for at most `timeout` (counted in `sleepers`), returning the guard.
+fn sleep_until_released(
+    mut st: std::sync::MutexGuard<'static, State>,
+    timeout: Duration,
+) -> std::sync::MutexGuard<'static, State> {
+    st.sleepers += 1;
+    let mut st = table()
+        .released
+        .wait_timeout(st, timeout)
+        .unwrap_or_else(|e| e.into_inner())
+        .0;
+    st.sleepers -= 1;
+    st
+}
+
 fn lock_state() -> std::sync::MutexGuard<'static, State> {
     table().state.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -314,8 +338,13 @@ impl LockGuard {
         {
             st.held.remove(&self.lock_path);
         }
+        // Checked under the state's mutex, which a sleeper holds from its last look until it
+        // sleeps: nobody counted means nobody can miss this release.
+        let wake = st.sleepers > 0;
         drop(st);
-        table().released.notify_all();
+        if wake {
+            table().released.notify_all();
+        }
         result
     }
 }
@@ -465,6 +494,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     let start = Instant::now();
     let mut k = 1; // the scheduled attempt this is (B17/B18)
     let mut watching = false;
+    let mut parent_checked = !opts.create_parent;
     let result = loop {
         let seen = removals(&guard.lock_path);
         match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
@@ -476,6 +506,15 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 }
                 break Ok(());
             }
+            Err(err) if !parent_checked && !err.is("ELOCKED") && !err.is("EEXIST") => {
+                // The folder may be missing (or not a folder): mkdir -p it now, failing as the
+                // original's mkdir -p before its lock would; then attempt again, uncounted.
+                parent_checked = true;
+                if let Err(e) = super::atomic_file::mkdir_p(&super::atomic_file::dirname(file)) {
+                    errors.push(e);
+                    break Err(true);
+                }
+            }
             Err(err) => {
                 let retryable = match opts.retry {
                     Retry::Async { .. } => true,
@@ -484,7 +523,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 };
                 errors.push(err);
                 if !retryable || k >= attempts {
-                    break Err(());
+                    break Err(false);
                 }
                 // Only for the longer waits: under tight contention (the 25 and 50 ms waits) every
                 // waiter waking on each release makes a herd that loses more CAS races than it
@@ -502,7 +541,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 match wait_for(opts.owner, due, &guard.lock_path, seen, watching) {
                     Wake::Due => k += 1,
                     Wake::Removed => lock_state().notified_attempts += 1,
-                    Wake::Cancelled => break Err(()),
+                    Wake::Cancelled => break Err(false),
                 }
             }
         }
@@ -514,11 +553,15 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         // Taken or not, an environment that went away gets nothing (Drop gives it back).
         return Err(FsError::Cancelled);
     }
-    if result.is_ok() {
-        return Ok(guard);
-    }
+    let parent_failed = match result {
+        Ok(()) => return Ok(guard),
+        Err(parent_failed) => parent_failed,
+    };
     let target = guard.file.clone();
     drop(guard); // gives the turn back (nothing on disk is ours)
+    if parent_failed {
+        return Err(errors.pop().expect("the mkdir -p error was recorded"));
+    }
     Err(match opts.retry {
         Retry::Async { .. } => most_frequent(errors),
         Retry::Sync { .. } | Retry::Once => {
@@ -542,11 +585,7 @@ fn wait_for(owner: u64, due: Instant, lock_path: &str, seen: u64, watching: bool
         if now >= due {
             return Wake::Due;
         }
-        st = table()
-            .released
-            .wait_timeout(st, due - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        st = sleep_until_released(st, due - now);
     }
 }
 
@@ -630,11 +669,7 @@ fn take_turn(
                 }
             });
         }
-        st = table()
-            .released
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        st = sleep_until_released(st, deadline - now);
     }
 }
 
@@ -726,11 +761,7 @@ pub fn release_all(owner: u64) {
         if !busy || now >= deadline {
             break;
         }
-        st = table()
-            .released
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        st = sleep_until_released(st, deadline - now);
     }
     let mine: Vec<(String, Arc<Mutex<Disk>>)> = st
         .held

@@ -209,8 +209,12 @@ fn apply(
 }
 
 /// B13: every mutating call creates the entry's directory, then takes its lock.
+/// mkdir -p the entry's folder, then lock (B7–B13); the folder is made only when the lock's own
+/// `mkdir` finds it missing ([`LockOptions::create_parent`]).
 fn lock_entry(file: &str, lock: LockOptions) -> Result<LockGuard, FsError> {
-    mkdir_p(&dirname(file))?;
+    if !lock.create_parent {
+        mkdir_p(&dirname(file))?;
+    }
     lock::acquire(file, lock)
 }
 
