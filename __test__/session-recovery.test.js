@@ -334,11 +334,12 @@ for (const [name, impl] of backends()) {
 // ---- scale: tail reads, size caps, the event loop --------------------------------------------
 const native = backends()[0][1]
 
-test('long tail scans (blocks read ahead on another thread) match the SDK oracle', async () => {
+test('long tail scans (marks searched per block, the lines between skipped) match the SDK oracle', async () => {
   // Files of 6–14 MiB with the answer near the front, so the backward scan crosses many blocks
-  // (64 KiB doubling to 1 MiB, the next one read in parallel past 4 MiB): lines of random
-  // length straddle block edges, some over 1 MiB; decoys that spell "assistant" or use \u
-  // escapes but do not qualify; answers written with escapes or as a string content.
+  // (64 KiB doubling to 1 MiB): lines of random length straddle block edges, some over 1 MiB;
+  // decoys that spell "assistant" or use \u escapes (raw, so the pre-filter's marks appear in
+  // lines it must look at and reject) but do not qualify; answers written with escapes or as a
+  // string content.
   let a = 12345
   const rand = (n) => {
     a = (Math.imul(a, 1103515245) + 12345) >>> 0
@@ -351,7 +352,13 @@ test('long tail scans (blocks read ahead on another thread) match the SDK oracle
     () => toolResult(),
     () => user('u'.repeat(rand(200_000))),
     () => ({ ...base('message'), message: { role: 'toolResult', content: [{ type: 'text', text: 'y'.repeat(rand(1_500_000)) }] } }),
+    () => JSON.stringify(user(`the assistant said ${'w'.repeat(rand(90_000))} cafe`)).replace('cafe', 'caf\\u00e9'),
+    () => JSON.stringify(assistant('escaped but pending', 'pending')).replace('"assistant"', '"\\u0061ssistant"'),
   ]
+  const decoyLine = () => {
+    const d = decoys[rand(decoys.length)]()
+    return typeof d === 'string' ? d : JSON.stringify(d)
+  }
   const escaped = (text) =>
     JSON.stringify(assistant(text)).replace('"assistant"', '"\\u0061ssistant"').replace('"stopReason"', '"st\\u006fpReason"')
   const answers = [
@@ -363,12 +370,12 @@ test('long tail scans (blocks read ahead on another thread) match the SDK oracle
   const dir = freshDir()
   for (let i = 0; i < 6; i++) {
     const lines = [JSON.stringify(header('s'))]
-    for (let k = rand(5); k > 0; k--) lines.push(JSON.stringify(decoys[rand(decoys.length)]()))
+    for (let k = rand(5); k > 0; k--) lines.push(decoyLine())
     lines.push(answers[i % answers.length](i))
     const target = (6 + rand(9)) * 1024 * 1024
     let size = lines.reduce((n, l) => n + l.length + 1, 0)
     while (size < target) {
-      const line = rand(7) === 0 ? ' \t' : JSON.stringify(decoys[rand(decoys.length)]())
+      const line = rand(7) === 0 ? ' \t' : decoyLine()
       lines.push(line)
       size += line.length + 1
     }
