@@ -71,11 +71,12 @@ test('6 processes × 150 CAS increments, native and proper-lockfile writers mixe
     assert.equal(JSON.parse(r.stdout).backend, plan[i][0])
   }
   const final = await native.readEntry(a, e.entryId)
-  assert.equal(final.taskRef, String(6 * 150))
+  const report = results.map((r) => r.stdout.trim()).join(' ')
+  assert.equal(final.taskRef, String(6 * 150), report)
   assert.deepEqual(leftovers(a), ['worker-counter.json'])
   // Native waiters were woken by lock removals (of native and proper-lockfile holders alike).
   const notified = results.reduce((sum, r) => sum + JSON.parse(r.stdout).notified, 0)
-  assert.ok(notified > 0, `notified handoffs: ${notified}`)
+  assert.ok(notified > 0, `notified handoffs: ${notified}; ${report}`)
 })
 
 test('notified handoff: a native waiter retries the moment a proper-lockfile holder removes its lock', async () => {

@@ -110,7 +110,7 @@ function benchRoot() {
   return fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()
 }
 
-module.exports = async function store({ compare, native, js }) {
+module.exports = Object.assign(async function store({ compare, native, js }) {
   const where = benchRoot()
   const root = fs.mkdtempSync(path.join(where, 'pi-native-bench-store-'))
   const diskRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-bench-store-disk-'))
@@ -275,4 +275,4 @@ module.exports = async function store({ compare, native, js }) {
   }
   for (const r of results) if (!r.name.endsWith('(disk)')) r.name += where.startsWith('/dev/shm') ? ' (tmpfs)' : ''
   return results
-}
+}, { contended })

@@ -6,7 +6,8 @@
 //   util.isDeepStrictEqual makes against a parsed JSON value: plain objects and arrays
 //   (Object/Array prototypes, no holes, no extra array properties, no own symbols, each object
 //   reached once), strings, booleans, null and finite numbers other than -0. The native CAS
-//   receives its JSON.stringify text (one string crossing, parsed off the JS thread).
+//   receives its JSON.stringify text in the writers' tab layout (one string crossing, compared
+//   with the file's text or parsed off the JS thread).
 // - READ: anything else made of data properties (undefined, NaN, -0, Infinity, Date, Map, null
 //   prototypes, shared or cyclic references, …): the native side reads the value itself with
 //   the exact rules. Reading it runs no JS code.
@@ -105,7 +106,9 @@ function expectedRoute(expected) {
   if (r === JUDGE) return JUDGE_ROUTE
   if (r === READ) return READ_ROUTE
   try {
-    return { text: JSON.stringify(expected) }
+    // The writers' own layout (B7): a file written from an equal value is this very text, which
+    // the native side then takes as equal without parsing either.
+    return { text: JSON.stringify(expected, null, '\t') + '\n' }
   } catch {
     return READ_ROUTE // nesting too deep for JSON.stringify: the native reader is iterative
   }

@@ -13,7 +13,7 @@ use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, on_pool, run, PoolHop};
-use crate::store::entry::Exp;
+use crate::store::entry::Expected;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
 
@@ -288,28 +288,14 @@ fn action(payload: Option<String>, remove: bool) -> Action {
     }
 }
 
-/// `expected` as the CAS compares it: the JS side's `JSON.stringify` text when it proved the
-/// value plain JSON data (parsed later, off the JS thread), else read here with every
+/// `expected` as the CAS compares it: the JS side's JSON text when it proved the value plain
+/// JSON data (compared, or parsed, off the JS thread), else read here with every
 /// isDeepStrictEqual distinction.
-enum Expected {
-    Text(String),
-    Read(Exp),
-}
-
-impl Expected {
-    fn new(env: &Env, expected: Unknown, text: Option<String>) -> Result<Expected> {
-        Ok(match text {
-            Some(t) => Expected::Text(t),
-            None => Expected::Read(to_exp(&Js::new(env)?, expected)?),
-        })
-    }
-
-    fn into_exp(self) -> Exp {
-        match self {
-            Expected::Text(t) => crate::store::entry::exp_from_json_text(&t).unwrap_or(Exp::Never),
-            Expected::Read(e) => e,
-        }
-    }
+fn expected_of(env: &Env, expected: Unknown, text: Option<String>) -> Result<Expected> {
+    Ok(match text {
+        Some(t) => Expected::Text(t),
+        None => Expected::Value(to_exp(&Js::new(env)?, expected)?),
+    })
 }
 
 /// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
@@ -339,7 +325,6 @@ pub fn store_cas<'e>(
     run(
         env,
         move || {
-            let exp = exp.into_exp();
             let lookup = |s: &[u16]| known.get(s).copied();
             core::cas(&file, &exp, &lookup, act, opts)
         },
@@ -354,10 +339,10 @@ fn cas_inputs(
     expected_text: Option<String>,
     valid_timestamps: Vec<Utf16String>,
 ) -> Result<(Expected, HashMap<Vec<u16>, bool>)> {
-    let exp = Expected::new(env, expected, expected_text)?;
+    let exp = expected_of(env, expected, expected_text)?;
     let known = match &exp {
         // Read on this thread: V8 judges its timestamps now, from the value read.
-        Expected::Read(e) => expected_timestamps(&Js::new(env)?, e)?,
+        Expected::Value(e) => expected_timestamps(&Js::new(env)?, e)?,
         Expected::Text(_) => valid_timestamps
             .iter()
             .map(|s| (s.to_vec(), true))
@@ -402,7 +387,6 @@ pub fn store_cas_now(
     Ok(on_pool(
         move || {
             core::without_waiting(&file, opts, |guard| {
-                let exp = exp.into_exp();
                 let lookup = |s: &[u16]| known.get(s).copied();
                 core::cas_locked(guard, &file, &exp, &lookup, act, durable)
             })
@@ -425,7 +409,7 @@ pub fn store_cas_sync(
     payload: Option<String>,
     durable: bool,
 ) -> Result<bool> {
-    let exp = Expected::new(env, expected, expected_text)?.into_exp();
+    let exp = expected_of(env, expected, expected_text)?;
     let js = Js::new(env)?;
     let opts = store_sync_opts(env, durable)?;
     // On the JS thread V8 can be asked directly about any timestamp, so nothing is suspended.

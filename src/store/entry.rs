@@ -384,6 +384,44 @@ pub fn validate(v: &Json, known: &dyn Fn(&[u16]) -> Option<bool>) -> Verdict {
     }
 }
 
+/// A CAS `expected` as it reached the core: the JSON text the JS side made of a value it proved
+/// plain JSON data (see [`exp_from_json_text`]), or a value read with every isDeepStrictEqual
+/// distinction.
+#[derive(Debug)]
+pub enum Expected {
+    /// `JSON.stringify(expected, null, "\t") + "\n"`: the writers' own layout, so a file
+    /// written from an equal value holds exactly this text.
+    Text(String),
+    Value(Exp),
+}
+
+impl Expected {
+    /// Whether `expected` is `undefined` (it then matches a timestamp-pending file iff V8
+    /// rejects one of its timestamps).
+    pub fn is_undefined(&self) -> bool {
+        matches!(self, Expected::Value(Exp::Undefined))
+    }
+
+    /// B8's comparison with the current file's accepted text and value (None: absent or not
+    /// accepted). A file whose text is byte for byte the expected text is equal without a look
+    /// at the value: both parse to the same value, and the text route carries every distinction
+    /// isDeepStrictEqual makes. Anything else is compared value by value.
+    pub fn matches(&self, current: Option<(&str, &Json)>) -> bool {
+        match self {
+            Expected::Text(t) => {
+                if current.is_some_and(|(text, _)| text == t) {
+                    return true;
+                }
+                match exp_from_json_text(t) {
+                    Some(e) => cas_matches(current.map(|(_, v)| v), &e),
+                    None => false,
+                }
+            }
+            Expected::Value(e) => cas_matches(current.map(|(_, v)| v), e),
+        }
+    }
+}
+
 /// An `expected` value that the JS side proved to be plain JSON data (plain objects and arrays
 /// of finite numbers other than -0, strings, booleans and null, no accessors, symbols or
 /// cycles) and sent as `JSON.stringify` text: parsed here off the JS thread. None if the text

@@ -17,7 +17,7 @@ use crate::json::{self, Json};
 use crate::nodepath;
 use crate::platform;
 use atomic_file::{dirname, mkdir_p};
-use entry::{Exp, Verdict};
+use entry::{Expected, Verdict};
 use lock::{LockGuard, LockOptions};
 
 /// B1: `path.join(agentDir, "state", "process-matrix")`.
@@ -241,7 +241,7 @@ pub fn without_waiting<T>(
 /// B8 / B10 / B12: mkdir -p, lock, read + validate + compare, act on a match, release.
 pub fn cas(
     file: &str,
-    expected: &Exp,
+    expected: &Expected,
     known: &dyn Fn(&[u16]) -> Option<bool>,
     action: Action,
     opts: WriteOptions,
@@ -254,7 +254,7 @@ pub fn cas(
 pub fn cas_locked(
     guard: LockGuard,
     file: &str,
-    expected: &Exp,
+    expected: &Expected,
     known: &dyn Fn(&[u16]) -> Option<bool>,
     action: Action,
     durable: bool,
@@ -262,7 +262,7 @@ pub fn cas_locked(
     let current = load(file, known);
     let outcome = match current {
         Some(l) if !l.pending.is_empty() => {
-            if matches!(expected, Exp::Undefined) {
+            if expected.is_undefined() {
                 return Ok(CasOutcome::NeedsTimestamps(PendingCas {
                     guard,
                     file: file.to_string(),
@@ -277,7 +277,7 @@ pub fn cas_locked(
             CasOutcome::NotMatched
         }
         current => {
-            if entry::cas_matches(current.as_ref().map(|l| &l.value), expected) {
+            if expected.matches(current.as_ref().map(|l| (l.text.as_str(), &l.value))) {
                 apply(file, &action, durable, &guard)?
             } else {
                 CasOutcome::NotMatched
