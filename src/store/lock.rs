@@ -495,6 +495,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     let mut k = 1; // the scheduled attempt this is (B17/B18)
     let mut watching = false;
     let mut parent_checked = !opts.create_parent;
+    // Err(true): the target's folder could not be made, a final error of its own (the last one).
     let result = loop {
         let seen = removals(&guard.lock_path);
         match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
