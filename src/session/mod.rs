@@ -489,12 +489,14 @@ fn join_pieces(pieces: &mut Vec<Vec<u8>>) -> Vec<u8> {
 }
 
 /// Block sizes of the backward scan: small first (an answer near the end costs one small read),
-/// doubling up to 1 MiB, where syscalls and bookkeeping vanish next to the copy itself. One
+/// doubling up to 256 KiB, where a read's syscall is ~2% of its copy, and no further: the scan
+/// reads past an answer by at most one block, so a smaller top block reads less for an answer
+/// 1 MiB from the end (1.2 MiB instead of 2 MiB), and a whole-file scan measured no slower. One
 /// thread reads and scans, a block while it is still in this core's cache: a reader thread
 /// copying ahead measured slower on this 2-core machine (rayon join per block, or a channel two
 /// blocks deep), while taking the core the JS thread needs.
 const FIRST_BLOCK: u64 = 64 * 1024;
-const MAX_BLOCK: u64 = 1024 * 1024;
+const MAX_BLOCK: u64 = 256 * 1024;
 
 /// Read `[lo, hi)` into `buf`, reusing its memory: a long scan neither zeroes nor faults in a
 /// fresh megabyte per block.
