@@ -159,12 +159,13 @@ export declare function setErrorFactory(factory: (failure: Failure) => Error): v
 
 /**
  * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
- * write happen on a worker thread. `expectedText` is the fast form of `expected` (see
- * [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+ * write happen off the JS thread. `expectedText` is the fast form of `expected` (see
+ * [`expected_of`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
  * only equal it if its timestamps are those). Resolves whether it matched, or a
- * [`SuspendedCas`].
+ * [`SuspendedCas`]; without `wait` (the fast path, as [`store_write`]) null, having done nothing,
+ * when the lock was not free at once.
  */
-export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas>
+export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean, wait: boolean): Promise<boolean | SuspendedCas | null>
 
 /**
  * CAS whose comparison JS makes (SPEC B20's exact route, for an `expected` whose reading would
@@ -175,13 +176,6 @@ export declare function storeCasJudged(file: string, payload: string | null, rem
 
 /** `storeCasJudged` on the calling thread (the sync CAS, usable inside `process.on("exit")`). */
 export declare function storeCasJudgedSync(file: string, payload: string | null, durable: boolean): SuspendedCas
-
-/**
- * [`store_cas`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves null, having
- * done nothing, when the lock was not free at once; `lib/native.js` then calls `storeCas`
- * (ARCHITECTURE.md, "Fast path").
- */
-export declare function storeCasNow(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean): Promise<boolean | SuspendedCas | null>
 
 /**
  * Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside
@@ -201,21 +195,16 @@ export declare function storeList(agentDir: string): Promise<ListChunks>
  */
 export declare function storeRead(file: string): Promise<EntryText | null>
 
-/** removeEntry core. */
-export declare function storeRemove(file: string): Promise<void>
-
-/** [`store_remove`]'s fast path, as [`store_write_now`]: false when the lock was not free. */
-export declare function storeRemoveNow(file: string): Promise<boolean>
-
-/** writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release. */
-export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean): Promise<void>
+/** removeEntry core; `wait` as in [`store_write`]. */
+export declare function storeRemove(file: string, wait: boolean): Promise<void | null>
 
 /**
- * [`store_write`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves false,
- * having done nothing, when the lock was not free at once; `lib/native.js` then calls
- * `storeWrite` (ARCHITECTURE.md, "Fast path").
+ * writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release.
+ * Without `wait` (the fast path, ARCHITECTURE.md) one lock attempt on libuv's pool: resolves
+ * null, having done nothing, when the lock was not free at once, and `lib/native.js` then
+ * calls again with `wait`.
  */
-export declare function storeWriteNow(file: string, payload: string | undefined | null, durable: boolean): Promise<boolean>
+export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean, wait: boolean): Promise<void | null>
 
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory

@@ -81,6 +81,13 @@ function rejecting(fn) {
   }
 }
 
+/**
+ * A locking store call, fast path first: `call(false)` tries the lock once without waiting and
+ * resolves null when it was not free; only then `call(true)` runs under the original's retry
+ * policy (ARCHITECTURE.md, "Fast path").
+ */
+const lockedCall = (call) => call(false).then((r) => (r === null ? call(true) : r))
+
 /** The text of an entry, or the error of its serialization (thrown later, as the original does). */
 function serialize(entry) {
   try {
@@ -136,10 +143,7 @@ function writeEntry(agentDir, entry) {
       if (serialized.payload === null) throw serialized.error // after mkdir, lock and release (B7)
     }
     const d = durable()
-    // The fast path first (no wait); the full retry policy only when the lock was not free.
-    return binding
-      .storeWriteNow(file, serialized.payload, d)
-      .then((done) => (done ? after() : binding.storeWrite(file, serialized.payload, d).then(after)))
+    return lockedCall((wait) => binding.storeWrite(file, serialized.payload, d, wait)).then(after)
   })
 }
 
@@ -151,9 +155,7 @@ function casStart(file, expected, payload, remove) {
   }
   const timestamps = r.text === null ? [] : validTimestamps(expected)
   const d = durable()
-  return binding
-    .storeCasNow(file, expected, r.text, timestamps, payload, remove, d)
-    .then((now) => (now === null ? binding.storeCas(file, expected, r.text, timestamps, payload, remove, d) : now))
+  return lockedCall((wait) => binding.storeCas(file, expected, r.text, timestamps, payload, remove, d, wait))
 }
 
 /**
@@ -217,7 +219,7 @@ function removeEntry(agentDir, entryId) {
   return rejecting(() => {
     const file = entryPath(agentDir, entryId)
     paths.assertStoreTarget(file)
-    return binding.storeRemoveNow(file).then((done) => (done ? undefined : binding.storeRemove(file)))
+    return lockedCall((wait) => binding.storeRemove(file, wait))
   })
 }
 

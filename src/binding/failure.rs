@@ -156,12 +156,29 @@ impl<T: Send + 'static, V: ToNapiValue + TypeName> Task for PoolHop<T, V> {
 
 /// Run `work` on libuv's thread pool ([`PoolHop`]) and settle on the JS thread: `to_js` for a
 /// success, the environment's error for a failure or a panic.
-pub fn on_pool<T: Send + 'static, V: ToNapiValue + TypeName>(
+pub fn on_pool<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
+    env: &'e Env,
     work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
     to_js: fn(&Env, T) -> Result<V>,
-) -> AsyncTask<PoolHop<T, V>> {
-    AsyncTask::new(PoolHop {
+) -> Result<PromiseRaw<'e, V>> {
+    let task = PoolHop {
         work: Some(Box::new(work)),
         to_js,
-    })
+    };
+    Ok(env.spawn(task)?.promise_object())
+}
+
+/// Run a store operation off the JS thread: on libuv's pool when it never waits (`wait` false,
+/// the fast path), else on the runtime threads ([`run`]), where waiting holds no shared thread.
+pub fn off_thread<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
+    env: &'e Env,
+    wait: bool,
+    work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
+    to_js: fn(&Env, T) -> Result<V>,
+) -> Result<PromiseRaw<'e, V>> {
+    if wait {
+        run(env, work, to_js)
+    } else {
+        on_pool(env, work, to_js)
+    }
 }

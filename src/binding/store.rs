@@ -12,7 +12,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
-use super::failure::{js_error, on_pool, run, PoolHop};
+use super::failure::{js_error, off_thread, on_pool, run};
 use crate::store::entry::Expected;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -45,10 +45,18 @@ fn utf16_list(v: Vec<Vec<u16>>) -> Vec<Utf16String> {
 
 // ---- store operations (building blocks) -------------------------------------------------------
 
-fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
+/// The lock policy of an async store operation (B17), owned by the calling environment.
+fn store_lock(env: &Env) -> Result<LockOptions> {
     let mut lock = LockOptions::store_async();
     lock.owner = owner(env)?;
-    Ok(WriteOptions { lock, durable })
+    Ok(lock)
+}
+
+fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
+    Ok(WriteOptions {
+        lock: store_lock(env)?,
+        durable,
+    })
 }
 
 /// Options of a sync store operation (the sync CAS: 2 attempts, on the calling thread).
@@ -68,8 +76,9 @@ pub struct EntryText {
 /// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
 /// Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
 #[napi(catch_unwind, ts_return_type = "Promise<EntryText | null>")]
-pub fn store_read(file: String) -> AsyncTask<PoolHop<Option<core::ReadOut>, Option<EntryText>>> {
+pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
     on_pool(
+        env,
         move || Ok(core::read_entry(&file)),
         |_, r| {
             Ok(r.map(|r| EntryText {
@@ -148,62 +157,44 @@ pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, 
 }
 
 /// writeEntry core: mkdir -p, lock, write `payload` (or only lock/unlock when null), release.
-#[napi(catch_unwind, ts_return_type = "Promise<void>")]
+/// Without `wait` (the fast path, ARCHITECTURE.md) one lock attempt on libuv's pool: resolves
+/// null, having done nothing, when the lock was not free at once, and `lib/native.js` then
+/// calls again with `wait`.
+#[napi(catch_unwind, ts_return_type = "Promise<void | null>")]
 pub fn store_write<'e>(
     env: &'e Env,
     file: String,
     payload: Option<String>,
     durable: bool,
-) -> Result<PromiseRaw<'e, ()>> {
-    let opts = store_opts(env, durable)?;
-    run(
+    wait: bool,
+) -> Result<PromiseRaw<'e, Option<()>>> {
+    let lock = store_lock(env)?;
+    off_thread(
         env,
-        move || core::write_entry(&file, payload.as_deref().map(str::as_bytes), opts),
-        |_, ()| Ok(()),
+        wait,
+        move || {
+            core::with_entry_lock(&file, lock, wait, |guard| {
+                core::write_entry(guard, &file, payload.as_deref().map(str::as_bytes), durable)
+            })
+        },
+        |_, done| Ok(done),
     )
 }
 
-/// [`store_write`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves false,
-/// having done nothing, when the lock was not free at once; `lib/native.js` then calls
-/// `storeWrite` (ARCHITECTURE.md, "Fast path").
-#[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
-pub fn store_write_now(
-    env: &Env,
+/// removeEntry core; `wait` as in [`store_write`].
+#[napi(catch_unwind, ts_return_type = "Promise<void | null>")]
+pub fn store_remove<'e>(
+    env: &'e Env,
     file: String,
-    payload: Option<String>,
-    durable: bool,
-) -> Result<AsyncTask<PoolHop<Option<()>, bool>>> {
-    let opts = store_opts(env, durable)?;
-    Ok(on_pool(
-        move || {
-            core::without_waiting(&file, opts, |guard| {
-                core::write_entry_locked(
-                    guard,
-                    &file,
-                    payload.as_deref().map(str::as_bytes),
-                    durable,
-                )
-            })
-        },
-        |_, done| Ok(done.is_some()),
-    ))
-}
-
-/// removeEntry core.
-#[napi(catch_unwind, ts_return_type = "Promise<void>")]
-pub fn store_remove<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, ()>> {
-    let opts = store_opts(env, false)?;
-    run(env, move || core::remove_entry(&file, opts), |_, ()| Ok(()))
-}
-
-/// [`store_remove`]'s fast path, as [`store_write_now`]: false when the lock was not free.
-#[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
-pub fn store_remove_now(env: &Env, file: String) -> Result<AsyncTask<PoolHop<Option<()>, bool>>> {
-    let opts = store_opts(env, false)?;
-    Ok(on_pool(
-        move || core::without_waiting(&file, opts, |guard| core::remove_entry_locked(guard, &file)),
-        |_, done| Ok(done.is_some()),
-    ))
+    wait: bool,
+) -> Result<PromiseRaw<'e, Option<()>>> {
+    let lock = store_lock(env)?;
+    off_thread(
+        env,
+        wait,
+        move || core::with_entry_lock(&file, lock, wait, |guard| core::remove_entry(guard, &file)),
+        |_, done| Ok(done),
+    )
 }
 
 /// A CAS suspended under its lock while the JS thread decides whether it matched: V8 judges
@@ -299,14 +290,15 @@ fn expected_of(env: &Env, expected: Unknown, text: Option<String>) -> Result<Exp
 }
 
 /// CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and
-/// write happen on a worker thread. `expectedText` is the fast form of `expected` (see
-/// [`Expected`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
+/// write happen off the JS thread. `expectedText` is the fast form of `expected` (see
+/// [`expected_of`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
 /// only equal it if its timestamps are those). Resolves whether it matched, or a
-/// [`SuspendedCas`].
+/// [`SuspendedCas`]; without `wait` (the fast path, as [`store_write`]) null, having done nothing,
+/// when the lock was not free at once.
 #[napi(
     catch_unwind,
-    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
-    ts_return_type = "Promise<boolean | SuspendedCas>"
+    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean, wait: boolean",
+    ts_return_type = "Promise<boolean | SuspendedCas | null>"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn store_cas<'e>(
@@ -318,17 +310,21 @@ pub fn store_cas<'e>(
     payload: Option<String>,
     remove: bool,
     durable: bool,
-) -> Result<PromiseRaw<'e, Either<bool, SuspendedCas>>> {
+    wait: bool,
+) -> Result<PromiseRaw<'e, Option<Either<bool, SuspendedCas>>>> {
     let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
-    let opts = store_opts(env, durable)?;
+    let lock = store_lock(env)?;
     let act = action(payload, remove);
-    run(
+    off_thread(
         env,
+        wait,
         move || {
-            let lookup = |s: &[u16]| known.get(s).copied();
-            core::cas(&file, &exp, &lookup, act, opts)
+            core::with_entry_lock(&file, lock, wait, |guard| {
+                let lookup = |s: &[u16]| known.get(s).copied();
+                core::cas_locked(guard, &file, &exp, &lookup, act, durable)
+            })
         },
-        |_, outcome| Ok(cas_to_js(outcome)),
+        |_, outcome| Ok(outcome.map(cas_to_js)),
     )
 }
 
@@ -357,42 +353,6 @@ fn cas_to_js(outcome: CasOutcome) -> Either<bool, SuspendedCas> {
         CasOutcome::NeedsTimestamps(p) => Either::B(SuspendedCas::new(p)),
         o => Either::A(is_match(o)),
     }
-}
-
-/// The pool task of [`store_cas_now`]: None (null in JS) when the lock was not free at once.
-type CasNow = PoolHop<Option<CasOutcome>, Option<Either<bool, SuspendedCas>>>;
-
-/// [`store_cas`]'s fast path: one lock attempt, no wait, on libuv's pool. Resolves null, having
-/// done nothing, when the lock was not free at once; `lib/native.js` then calls `storeCas`
-/// (ARCHITECTURE.md, "Fast path").
-#[napi(
-    catch_unwind,
-    ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean",
-    ts_return_type = "Promise<boolean | SuspendedCas | null>"
-)]
-#[allow(clippy::too_many_arguments)]
-pub fn store_cas_now(
-    env: &Env,
-    file: String,
-    expected: Unknown,
-    expected_text: Option<String>,
-    valid_timestamps: Vec<Utf16String>,
-    payload: Option<String>,
-    remove: bool,
-    durable: bool,
-) -> Result<AsyncTask<CasNow>> {
-    let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
-    let opts = store_opts(env, durable)?;
-    let act = action(payload, remove);
-    Ok(on_pool(
-        move || {
-            core::without_waiting(&file, opts, |guard| {
-                let lookup = |s: &[u16]| known.get(s).copied();
-                core::cas_locked(guard, &file, &exp, &lookup, act, durable)
-            })
-        },
-        |_, outcome| Ok(outcome.map(cas_to_js)),
-    ))
 }
 
 /// Sync CAS core (writeEntryIfUnchangedSync): entirely on the calling thread, usable inside

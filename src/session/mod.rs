@@ -11,7 +11,10 @@ use crate::platform::fs::FileReadAt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
 use std::time::Instant;
+
+use memchr::memmem::Finder;
 
 use crate::json::{self, Json};
 use crate::jsstr::{is_js_whitespace, js_trim};
@@ -229,14 +232,13 @@ fn header_version(v: &Json) -> Option<f64> {
     })
 }
 
+// Searchers built once: a whole-file scan asks for these in every block and line.
+static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
+static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+
 /// A cheap exact pre-filter: a value can only carry the string "assistant" if the raw line
 /// spells it out or uses a `\u` escape somewhere.
 fn may_qualify(line: &[u8]) -> bool {
-    // Searchers built once: a whole-file scan asks this of every line.
-    use memchr::memmem::Finder;
-    use std::sync::LazyLock;
-    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
-    static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
     static STOP_REASON: LazyLock<Finder<'static>> =
         LazyLock::new(|| Finder::new(b"\"stopReason\""));
     static TEXT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"text\""));
@@ -264,13 +266,12 @@ impl Marks {
     /// The start of the last mark in `block[..upto]`. `upto` never grows, and a mark never
     /// spans an LF, so a mark at or past `upto` lay in a line already looked at or skipped.
     fn last_before(&mut self, block: &[u8], upto: usize) -> Option<usize> {
-        use memchr::memmem::Finder;
-        use std::sync::LazyLock;
-        static FINDERS: LazyLock<[Finder<'static>; 2]> =
-            LazyLock::new(|| [Finder::new(b"assistant"), Finder::new(b"\\u")]);
         let at = self.at.get_or_insert_with(|| {
             let region = &block[..upto];
-            let mut at: Vec<usize> = FINDERS.iter().flat_map(|f| f.find_iter(region)).collect();
+            let mut at: Vec<usize> = [&*ASSISTANT, &*ESCAPE]
+                .into_iter()
+                .flat_map(|f| f.find_iter(region))
+                .collect();
             at.sort_unstable();
             at
         });
@@ -447,7 +448,7 @@ impl TailLines<'_> {
         loop {
             // The next line to look at, from the end: every line until the last non-blank one
             // was met (it is parsed whole); past it, only a line holding a mark of may_qualify,
-            // so the lines between are skipped without a look (one backward search per mark).
+            // so the lines between are skipped without a look ([`Marks`]).
             let (start, end) = if self.seen_non_blank {
                 let Some(h) = marks.last_before(block, upto) else {
                     break;
@@ -499,7 +500,7 @@ const FIRST_BLOCK: u64 = 64 * 1024;
 const MAX_BLOCK: u64 = 256 * 1024;
 
 /// Read `[lo, hi)` into `buf`, reusing its memory: a long scan neither zeroes nor faults in a
-/// fresh megabyte per block.
+/// fresh buffer per block.
 fn read_block(file: &File, lo: u64, hi: u64, mut buf: Vec<u8>) -> Option<Vec<u8>> {
     buf.resize((hi - lo) as usize, 0);
     file.read_exact_at(&mut buf, lo).ok()?;

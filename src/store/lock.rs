@@ -72,8 +72,9 @@ pub struct LockOptions {
     /// Which JS environment (main thread or a worker) holds it, for exit cleanup.
     pub owner: u64,
     /// Create the target's folder (mkdir -p, Node's errors) if the lock's `mkdir` finds it
-    /// missing: the store's "mkdir -p, then lock" (B7–B13) at the cost of one `mkdir` instead of
-    /// a `stat` on every call. A failure to create it is final, as the original's mkdir -p is.
+    /// missing: the store's "mkdir -p, then lock" (B13, set by its `lock_entry`) at the cost of
+    /// one `mkdir` instead of a `stat` on every call. A failure to create it is final, as the
+    /// original's mkdir -p is.
     pub create_parent: bool,
 }
 
@@ -86,7 +87,7 @@ impl LockOptions {
             realpath: false,
             kind: HolderKind::Native,
             owner: 0,
-            create_parent: true,
+            create_parent: false,
         }
     }
 
@@ -98,7 +99,7 @@ impl LockOptions {
             realpath: false,
             kind: HolderKind::Native,
             owner: 0,
-            create_parent: true,
+            create_parent: false,
         }
     }
 }
@@ -495,7 +496,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     let mut k = 1; // the scheduled attempt this is (B17/B18)
     let mut watching = false;
     let mut parent_checked = !opts.create_parent;
-    // Err(true): the target's folder could not be made, a final error of its own (the last one).
+    // Err(Some(e)): the target's folder could not be made, a final error of its own.
     let result = loop {
         let seen = removals(&guard.lock_path);
         match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
@@ -512,8 +513,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 // original's mkdir -p before its lock would; then attempt again, uncounted.
                 parent_checked = true;
                 if let Err(e) = super::atomic_file::mkdir_p(&super::atomic_file::dirname(file)) {
-                    errors.push(e);
-                    break Err(true);
+                    break Err(Some(e));
                 }
             }
             Err(err) => {
@@ -524,7 +524,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 };
                 errors.push(err);
                 if !retryable || k >= attempts {
-                    break Err(false);
+                    break Err(None);
                 }
                 // Only for the longer waits: under tight contention (the 25 and 50 ms waits) every
                 // waiter waking on each release makes a herd that loses more CAS races than it
@@ -542,7 +542,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 match wait_for(opts.owner, due, &guard.lock_path, seen, watching) {
                     Wake::Due => k += 1,
                     Wake::Removed => lock_state().notified_attempts += 1,
-                    Wake::Cancelled => break Err(false),
+                    Wake::Cancelled => break Err(None),
                 }
             }
         }
@@ -554,21 +554,18 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         // Taken or not, an environment that went away gets nothing (Drop gives it back).
         return Err(FsError::Cancelled);
     }
-    let parent_failed = match result {
+    let final_error = match result {
         Ok(()) => return Ok(guard),
-        Err(parent_failed) => parent_failed,
+        Err(e) => e,
     };
     let target = guard.file.clone();
     drop(guard); // gives the turn back (nothing on disk is ours)
-    if parent_failed {
-        return Err(errors.pop().expect("the mkdir -p error was recorded"));
-    }
-    Err(match opts.retry {
+    Err(final_error.unwrap_or_else(|| match opts.retry {
         Retry::Async { .. } => most_frequent(errors),
         Retry::Sync { .. } | Retry::Once => {
             errors.pop().unwrap_or(FsError::Locked { file: target })
         }
-    })
+    }))
 }
 
 /// Wait until `due`, or until `lock_path` is removed (when `watching`: more removals than

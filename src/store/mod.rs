@@ -16,7 +16,6 @@ use crate::fserror::FsError;
 use crate::json::{self, Json};
 use crate::nodepath;
 use crate::platform;
-use atomic_file::{dirname, mkdir_p};
 use entry::{Expected, Verdict};
 use lock::{LockGuard, LockOptions};
 
@@ -208,31 +207,36 @@ fn apply(
     }
 }
 
-/// B13: every mutating call creates the entry's directory, then takes its lock.
-/// mkdir -p the entry's folder, then lock (B7–B13); the folder is made only when the lock's own
-/// `mkdir` finds it missing ([`LockOptions::create_parent`]).
+/// B13: every mutating call makes the entry's folder (mkdir -p), then takes its lock. The folder
+/// is made only when the lock's own `mkdir` finds it missing ([`LockOptions::create_parent`]).
 fn lock_entry(file: &str, lock: LockOptions) -> Result<LockGuard, FsError> {
-    if !lock.create_parent {
-        mkdir_p(&dirname(file))?;
-    }
+    let lock = LockOptions {
+        create_parent: true,
+        ..lock
+    };
     lock::acquire(file, lock)
 }
 
-/// The fast path of a mutating call (ARCHITECTURE.md, "Fast path"): take the entry's lock with
-/// one attempt and no wait, and run `op` under it; None when the lock was not free at once (held
-/// by another process or queued for in this one) or could not be taken for any other reason.
-/// The caller then runs the whole operation under the full retry policy, which also reports
-/// the errors the original would: this attempt is one extra `mkdir` before its first.
-pub fn without_waiting<T>(
+/// Take the entry's lock (B13) and run `op` under it. With `wait`, under `lock`'s policy
+/// (B17/B18). Without, the fast path (ARCHITECTURE.md, "Fast path"): one attempt and no wait at
+/// all; None, having done nothing, when the lock was not free at once (held by another process
+/// or queued for in this one) or could not be taken for any other reason. The caller then runs
+/// the whole operation again with `wait`, which also reports the errors the original would: the
+/// fast attempt is one extra `mkdir` before its first.
+pub fn with_entry_lock<T>(
     file: &str,
-    opts: WriteOptions,
+    lock: LockOptions,
+    wait: bool,
     op: impl FnOnce(LockGuard) -> Result<T, FsError>,
 ) -> Result<Option<T>, FsError> {
-    let lock = LockOptions {
+    if wait {
+        return op(lock_entry(file, lock)?).map(Some);
+    }
+    let once = LockOptions {
         retry: lock::Retry::Once,
-        ..opts.lock
+        ..lock
     };
-    match lock_entry(file, lock) {
+    match lock_entry(file, once) {
         Ok(guard) => op(guard).map(Some),
         Err(_) => Ok(None),
     }
@@ -319,14 +323,9 @@ pub fn cas_finish(p: PendingCas, matched: bool) -> Result<CasOutcome, FsError> {
     Ok(outcome)
 }
 
-/// B7: mkdir -p, lock, write (or only lock and release when serialization failed), release.
-pub fn write_entry(file: &str, payload: Option<&[u8]>, opts: WriteOptions) -> Result<(), FsError> {
-    let guard = lock_entry(file, opts.lock)?;
-    write_entry_locked(guard, file, payload, opts.durable)
-}
-
-/// [`write_entry`] under a lock already taken.
-pub fn write_entry_locked(
+/// B7 under the entry's lock ([`with_entry_lock`]): write (or nothing when serialization
+/// failed), release.
+pub fn write_entry(
     guard: LockGuard,
     file: &str,
     payload: Option<&[u8]>,
@@ -340,14 +339,9 @@ pub fn write_entry_locked(
     result
 }
 
-/// B11: mkdir -p, lock, remove the file (every rm error swallowed), release.
-pub fn remove_entry(file: &str, opts: WriteOptions) -> Result<(), FsError> {
-    let guard = lock_entry(file, opts.lock)?;
-    remove_entry_locked(guard, file)
-}
-
-/// [`remove_entry`] under a lock already taken.
-pub fn remove_entry_locked(guard: LockGuard, file: &str) -> Result<(), FsError> {
+/// B11 under the entry's lock ([`with_entry_lock`]): remove the file (every rm error
+/// swallowed), release.
+pub fn remove_entry(guard: LockGuard, file: &str) -> Result<(), FsError> {
     guard.fenced(|| {
         let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
         Ok(())
