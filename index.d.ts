@@ -128,7 +128,7 @@ export interface ProcessIdentity {
  * Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
  * on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
  * deadline (counted from this call, including time spent queued; the abandoned scan stops).
- * Never rejects.
+ * Never rejects. The scan's thread settles the promise itself: one hand-over each way.
  */
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 

@@ -2,13 +2,15 @@
 //! gate helpers are JavaScript (`lib/contract/session.js`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::*;
+use napi::JsDeferred;
 use napi_derive::napi;
 
-use crate::session as core;
+use super::background::{Deadlines, DueKey, Pool};
+use crate::session::{self as core, Recovered};
 
 /// Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`).
 #[napi(object)]
@@ -21,25 +23,17 @@ pub struct SessionTail {
     pub stop_reason: Utf16String,
 }
 
-/// The recovery pool: a fixed set of threads, a small multiple of the cores, taking calls in
-/// FIFO order; a call waiting for a thread keeps its deadline. tokio's blocking pool would grow
-/// to 512 threads under an overload and starve the event loop. The threads run at a lower
-/// priority (10 nice levels down): recovery is background work and must not take the CPU from the JS
-/// thread. `None` when the threads cannot be started (every call then resolves null).
-fn pool() -> Option<&'static rayon_core::ThreadPool> {
-    static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
+/// The recovery pool: a fixed bound of threads, a small multiple of the cores, taking calls in
+/// FIFO order ([`Pool`]); a call waiting for a thread keeps its deadline. tokio's blocking pool
+/// would grow to 512 threads under an overload and starve the event loop. The threads run at a
+/// lower priority (10 nice levels down): recovery is background work and must not take the CPU
+/// from the JS thread.
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        rayon_core::ThreadPoolBuilder::new()
-            .num_threads((2 * cores).clamp(2, 16))
-            .thread_name(|i| format!("pi-recovery-{i}"))
-            .start_handler(|_| lower_priority())
-            // A panicking scan only drops its reply (the call resolves null); never abort.
-            .panic_handler(|_| {})
-            .build()
-            .ok()
+        Pool::new((2 * cores).clamp(2, 16), "pi-recovery", lower_priority)
     })
-    .as_ref()
 }
 
 /// Ten nice levels below the calling pool thread's current priority (capped at 19; per thread
@@ -56,10 +50,65 @@ fn lower_priority() {
     }
 }
 
+type Settle = Box<dyn FnOnce(Env) -> Result<Option<SessionTail>>>;
+
+/// One recovery call in flight: settled once, by its scan or by its deadline, whichever is
+/// first; the other finds the promise already taken.
+struct Call {
+    promise: Mutex<Option<JsDeferred<Option<SessionTail>, Settle>>>,
+    /// Tells the scan to stop (set at the deadline, at settlement, at teardown).
+    cancel: AtomicBool,
+    /// The JS environment that made the call ([`super::env_owner`]).
+    owner: u64,
+    due: OnceLock<DueKey>,
+}
+
+impl Call {
+    fn settle(&self, answer: Option<Recovered>) {
+        self.cancel.store(true, Ordering::Relaxed);
+        if let Some(&key) = self.due.get() {
+            DEADLINES.withdraw(key);
+        }
+        let promise = self
+            .promise
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(promise) = promise {
+            let tail = answer.map(|r| SessionTail {
+                session_id: r.session_id,
+                session_file: r.session_file,
+                text: r.text.into(),
+                timestamp: r.timestamp.into(),
+                stop_reason: r.stop_reason.into(),
+            });
+            promise.resolve(Box::new(move |_| Ok(tail)));
+        }
+    }
+}
+
+/// Calls past their deadline resolve null (the abandoned scan stops at its next check).
+static DEADLINES: Deadlines<Arc<Call>> =
+    Deadlines::new("pi-recovery-deadline", |call| call.settle(None));
+
+/// At teardown of environment `owner`: its calls are stopped and forgotten (their promises
+/// went with the environment).
+pub fn cancel_calls_of(owner: u64) {
+    for call in DEADLINES.withdraw_where(|c| c.owner == owner) {
+        call.cancel.store(true, Ordering::Relaxed);
+        drop(
+            call.promise
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+    }
+}
+
 /// Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
 /// on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
 /// deadline (counted from this call, including time spent queued; the abandoned scan stops).
-/// Never rejects.
+/// Never rejects. The scan's thread settles the promise itself: one hand-over each way.
 #[napi(catch_unwind, ts_return_type = "Promise<SessionTail | null>")]
 pub fn recover_session_tail<'e>(
     env: &'e Env,
@@ -68,43 +117,39 @@ pub fn recover_session_tail<'e>(
     max_file_bytes: f64,
     deadline_ms: f64,
     max_files: u32,
-) -> Result<PromiseRaw<'e, Option<SessionTail>>> {
+) -> Result<Object<'e>> {
     // Taken here, on the JS thread: the deadline counts from the call, not from when a
-    // runtime thread first gets to the task.
+    // pool thread first gets to the task.
     let deadline = Instant::now() + Duration::from_millis(deadline_ms.clamp(0.0, 1e12) as u64);
     let limits = core::Limits {
         max_file_bytes: max_file_bytes.clamp(0.0, u64::MAX as f64) as u64,
         max_files: max_files as usize,
         deadline,
     };
-    env.spawn_future(async move {
-        let cancel = Arc::new(AtomicBool::new(false));
-        let worker_cancel = Arc::clone(&cancel);
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        if let Some(pool) = pool() {
-            pool.spawn_fifo(move || {
-                // A call abandoned while queued costs nothing but this check (recover() makes it).
-                let _ = reply.send(core::recover(
-                    &session_dir,
-                    session_id.as_deref(),
-                    &limits,
-                    &worker_cancel,
-                ));
-            });
-        }
-        // One tokio timer per call (no libuv handle: it never keeps the process alive).
-        let outcome = tokio::time::timeout_at(deadline.into(), answer).await;
-        // Past the deadline (or on any failure) the scan is told to stop and the answer is null.
-        cancel.store(true, Ordering::Relaxed);
-        Ok(match outcome {
-            Ok(Ok(Some(r))) => Some(SessionTail {
-                session_id: r.session_id,
-                session_file: r.session_file,
-                text: r.text.into(),
-                timestamp: r.timestamp.into(),
-                stop_reason: r.stop_reason.into(),
-            }),
-            _ => None,
-        })
-    })
+    let owner = super::env_owner(env)?;
+    let (promise, object) = env.create_deferred::<Option<SessionTail>, Settle>()?;
+    let call = Arc::new(Call {
+        promise: Mutex::new(Some(promise)),
+        cancel: AtomicBool::new(false),
+        owner,
+        due: OnceLock::new(),
+    });
+    // Without a deadline timer or a pool thread the call cannot be bounded: it answers null.
+    let Some(key) = DEADLINES.register(deadline, Arc::clone(&call)) else {
+        call.settle(None);
+        return Ok(object);
+    };
+    let _ = call.due.set(key);
+    let scan = Arc::clone(&call);
+    let queued = pool().spawn(Box::new(move || {
+        // A call abandoned while queued costs nothing but this check (recover() makes it).
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core::recover(&session_dir, session_id.as_deref(), &limits, &scan.cancel)
+        }));
+        scan.settle(answer.ok().flatten());
+    }));
+    if !queued {
+        call.settle(None);
+    }
+    Ok(object)
 }

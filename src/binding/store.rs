@@ -4,9 +4,7 @@
 //! errors the environment's factory builds ([`super::failure`]). Async operations run off the
 //! JS thread with one hop ([`run`]).
 
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -17,25 +15,7 @@ use crate::store::entry::Expected;
 use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
 
-// ---- per-environment ownership of locks -------------------------------------------------------
-
-static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
-thread_local! {
-    static OWNER: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The id of the calling JS environment (one per thread: main or worker); the first call
-/// registers a cleanup hook that removes the locks this environment still holds at teardown.
-fn owner(env: &Env) -> Result<u64> {
-    let id = OWNER.with(|o| o.get());
-    if id != 0 {
-        return Ok(id);
-    }
-    let id = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-    OWNER.with(|o| o.set(id));
-    env.add_env_cleanup_hook(id, lock::release_all)?;
-    Ok(id)
-}
+use super::env_owner as owner;
 
 // ---- results ----------------------------------------------------------------------------------
 

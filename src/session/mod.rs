@@ -252,6 +252,18 @@ fn may_qualify(line: &[u8]) -> bool {
     true
 }
 
+/// Whether a line is blank after JS trim (A20). Any ASCII byte other than JS white space
+/// decides "no" at once; only a line without one (white space, or non-ASCII text that may be
+/// NBSP, BOM, U+2028…) is decoded.
+fn is_blank(raw: &[u8]) -> bool {
+    let ascii_mark =
+        |b: &u8| b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
+    if raw.iter().any(ascii_mark) {
+        return false;
+    }
+    js_trim(&String::from_utf8_lossy(raw)).is_empty()
+}
+
 /// The marks without which no line passes [`may_qualify`] (`assistant`, and a `\u` escape)
 /// in one block: found with one forward SIMD pass per mark over the block's complete lines the
 /// first time they are needed, then handed out from the end, so a block costs two passes
@@ -397,11 +409,16 @@ impl TailLines<'_> {
             self.budget.check()?;
         }
         if !self.seen_non_blank {
-            let text = String::from_utf8_lossy(raw);
-            if js_trim(&text).is_empty() {
+            if is_blank(raw) {
                 return Ok(None);
             }
             self.seen_non_blank = true;
+            // The whole-text trim may shorten this line, never lengthen it: what the trimmed
+            // text spells, the raw line spells too, so the pre-filter holds for it as well.
+            if !may_qualify(raw) {
+                return Ok(None);
+            }
+            let text = String::from_utf8_lossy(raw);
             let trimmed = text.trim_end_matches(is_js_whitespace);
             return Ok(json::parse(trimmed).as_ref().and_then(qualify));
         }
