@@ -390,6 +390,47 @@ test('long tail scans (marks searched per block, the lines between skipped) matc
   }
 })
 
+test('a mark split by a block edge, in a line that spans blocks, still makes the line a candidate', async () => {
+  // The answer's only mark (a literal "assistant", or the "\\u" of an escaped one) is cut at
+  // every point by an edge 64 KiB, 192 KiB or 320 KiB before the end, where the backward scan's
+  // blocks meet (without the edge check the line is skipped and an earlier decoy answers).
+  const dir = freshDir()
+  const filler = (bytes) =>
+    JSON.stringify({ ...base('message'), message: { role: 'toolResult', content: [{ type: 'text', text: '' }] } }).replace(
+      '"text":""',
+      `"text":"${'x'.repeat(bytes)}"`,
+    )
+  const variants = [
+    { mark: 'assistant', name: 'literal', line: (t) => JSON.stringify(assistant(t)) },
+    { mark: '\\u', name: 'escape', line: (t) => JSON.stringify(assistant(t)).replace('"assistant"', '"\\u0061ssistant"') },
+  ]
+  let files = 0
+  for (const { mark, name: kind, line } of variants) {
+    for (const edge of [64, 192, 320].map((k) => k * 1024)) {
+      for (let cut = 1; cut < mark.length; cut++) {
+        const answer = line(`split ${kind} ${edge} ${cut}`)
+        const at = answer.indexOf(mark) // the mark's offset in its line
+        assert.ok(at > 0)
+        // Bytes after the answer's first `cut` mark bytes, to the end of the file: exactly `edge`.
+        const after = edge - (answer.length + 1 - at - cut)
+        const tail = filler(after - 1 - filler(0).length)
+        assert.equal(tail.length + 1, after)
+        const text = [JSON.stringify(header('s')), JSON.stringify(assistant('decoy before')), filler(5000), answer, tail].join('\n') + '\n'
+        const file = path.join(dir, '2026_s.jsonl')
+        fs.writeFileSync(file, text)
+        assert.equal(text.length - (text.indexOf(answer) + at + cut), edge) // ASCII: bytes = chars
+        const expected = oracle(dir, 's')
+        assert.equal(expected?.text, `split ${kind} ${edge} ${cut}`)
+        for (const [name, impl] of backends()) {
+          assertSameResult(await impl.recoverLastAssistantFromSession(dir, 's'), expected, `${name} ${kind} edge ${edge} cut ${cut}`)
+        }
+        files++
+      }
+    }
+  }
+  assert.equal(files, 27)
+})
+
 test('sparse files: exactly 64 MiB is read, one byte more is skipped; 256 MiB with the cap lifted', async () => {
   const dir = freshDir()
   const tail = jsonl([assistant('at the very end')])

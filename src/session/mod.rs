@@ -256,12 +256,13 @@ fn may_qualify(line: &[u8]) -> bool {
 /// decides "no" at once; only a line without one (white space, or non-ASCII text that may be
 /// NBSP, BOM, U+2028…) is decoded.
 fn is_blank(raw: &[u8]) -> bool {
-    let ascii_mark =
-        |b: &u8| b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
-    if raw.iter().any(ascii_mark) {
-        return false;
-    }
-    js_trim(&String::from_utf8_lossy(raw)).is_empty()
+    is_blank_ascii(raw) && js_trim(&String::from_utf8_lossy(raw)).is_empty()
+}
+
+/// Whether every ASCII byte of `raw` is JS white space (non-ASCII bytes are not looked at).
+fn is_blank_ascii(raw: &[u8]) -> bool {
+    !raw.iter()
+        .any(|b| b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' '))
 }
 
 /// The marks without which no line passes [`may_qualify`] (`assistant`, and a `\u` escape)
@@ -321,18 +322,28 @@ fn recover_file(path: &str, max_bytes: u64, budget: &Budget) -> Result<Option<Fo
         return Ok(None);
     };
     // A19: only the text up to and including the last LF counts.
-    let Some(end) = last_lf_end(&file, size, budget)? else {
+    let Some(tail) = last_lf_end(&file, size, budget)? else {
         return Ok(None);
     };
-    match header_line_end(&file, end) {
-        Some(body_start) => tail_scan(&file, body_start, end, budget),
-        None => full_scan(&file, end, budget),
+    match header_line_end(&file, tail.end) {
+        Some(body_start) => tail_scan(&file, body_start, tail, budget),
+        None => full_scan(&file, tail.end, budget),
     }
 }
 
-/// Offset just past the last LF of the first `size` bytes, or None without any LF (or on a
-/// read error, which the original reports as "nothing recovered" too).
-fn last_lf_end(file: &File, size: u64, budget: &Budget) -> Result<Option<u64>, Stop> {
+/// The end of the text that counts (A19) and the bytes just before it, as read to find it.
+struct Tail {
+    /// Offset just past the last LF.
+    end: u64,
+    /// Offset of `bytes` in the file: they are `[lo, end)`.
+    lo: u64,
+    bytes: Vec<u8>,
+}
+
+/// The offset just past the last LF of the first `size` bytes, with the chunk that holds it
+/// (the backward scan starts from those bytes instead of reading them again); None without any
+/// LF (or on a read error, which the original reports as "nothing recovered" too).
+fn last_lf_end(file: &File, size: u64, budget: &Budget) -> Result<Option<Tail>, Stop> {
     let mut hi = size;
     let mut buf = vec![0u8; CHUNK];
     while hi > 0 {
@@ -343,7 +354,12 @@ fn last_lf_end(file: &File, size: u64, budget: &Budget) -> Result<Option<u64>, S
             return Ok(None);
         }
         if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
-            return Ok(Some(lo + i as u64 + 1));
+            buf.truncate(i + 1);
+            return Ok(Some(Tail {
+                end: lo + i as u64 + 1,
+                lo,
+                bytes: buf,
+            }));
         }
         hi = lo;
     }
@@ -399,6 +415,8 @@ struct TailLines<'a> {
     /// The whole text was JS-trimmed: the last non-blank line loses trailing JS white space.
     seen_non_blank: bool,
     count: u32,
+    /// A line could not be read again: the file yields nothing, as on any read error.
+    unreadable: bool,
 }
 
 impl TailLines<'_> {
@@ -430,34 +448,50 @@ impl TailLines<'_> {
             .and_then(qualify))
     }
 
-    /// The lines ending in `block` (the bytes `[lo, hi)`), last first. `carry` holds the later
-    /// pieces of the line that continues past `hi` (front piece last); it is completed here,
-    /// and on return holds the part of `block` before its first LF, unless `first` says the
-    /// block starts the range (then that part is the range's first line).
+    /// A line that spans blocks, complete now: decided from what [`Carry`] noted where that
+    /// is enough, else read again whole and looked at as any other line.
+    fn carried(&mut self, file: &File, c: &Carry) -> Result<Option<Found>, Stop> {
+        if !c.marked && (self.seen_non_blank || c.ascii_mark) {
+            // No mark: not a candidate (may_qualify). A non-blank one ends the blank run.
+            self.seen_non_blank = true;
+            return Ok(None);
+        }
+        let mut whole = vec![0u8; (c.hi - c.lo) as usize];
+        if file.read_exact_at(&mut whole, c.lo).is_err() {
+            self.unreadable = true;
+            return Ok(None);
+        }
+        self.line(&whole)
+    }
+
+    /// The lines ending in `block` (the bytes `[lo, lo + block.len())`), last first. `carry`
+    /// stands for the line that continues past the block: it is completed here, and on return
+    /// stands for the part of `block` before its first LF, unless `first` says the block
+    /// starts the range (then that part is the range's first line).
     fn block(
         &mut self,
+        file: &File,
+        lo: u64,
         block: &[u8],
-        carry: &mut Vec<Vec<u8>>,
+        carry: &mut Carry,
         first: bool,
     ) -> Result<Option<Found>, Stop> {
         self.budget.check()?;
         let Some(last_lf) = memchr::memrchr(b'\n', block) else {
-            carry.push(block.to_vec());
+            carry.prepend(lo, block);
             if first {
-                return self.line(&join_pieces(carry));
+                return self.carried(file, carry);
             }
             return Ok(None);
         };
         let head = &block[last_lf + 1..];
-        let found = if carry.is_empty() {
+        let found = if carry.lo == carry.hi {
             self.line(head)?
         } else {
-            carry.push(head.to_vec());
-            let whole = join_pieces(carry);
-            carry.clear();
-            self.line(&whole)?
+            carry.prepend(lo + last_lf as u64 + 1, head);
+            self.carried(file, carry)?
         };
-        if found.is_some() {
+        if found.is_some() || self.unreadable {
             return Ok(found);
         }
         let mut upto = last_lf;
@@ -492,29 +526,69 @@ impl TailLines<'_> {
         if first {
             return self.line(lead);
         }
-        carry.push(lead.to_vec());
+        *carry = Carry::empty(lo + lead.len() as u64);
+        carry.prepend(lo, lead);
         Ok(None)
     }
 }
 
-/// The pieces of a line, kept last piece first, joined in file order.
-fn join_pieces(pieces: &mut Vec<Vec<u8>>) -> Vec<u8> {
-    let mut whole = Vec::with_capacity(pieces.iter().map(Vec::len).sum());
-    for piece in pieces.drain(..).rev() {
-        whole.extend_from_slice(&piece);
-    }
-    whole
+/// A line that spans blocks, known by its place in the file and by what the pre-filter needs
+/// of its bytes, not by the bytes: a long line crossing a block boundary is not copied (two
+/// copies of every such line took ~12% of a scan), and is read again only when it may matter.
+struct Carry {
+    /// The bytes `[lo, hi)` of the file.
+    lo: u64,
+    hi: u64,
+    /// Holds a mark of [`may_qualify`] (`assistant` or a `\u` escape).
+    marked: bool,
+    /// Holds an ASCII byte that is not JS white space (so it is not blank, [`is_blank`]).
+    ascii_mark: bool,
+    /// Its first bytes (up to [`Carry::HEAD`]), for a mark split by a block boundary.
+    head: Vec<u8>,
 }
 
-/// Block sizes of the backward scan: small first (an answer near the end costs one small read),
-/// doubling up to 256 KiB, where a read's syscall is ~2% of its copy, and no further: the scan
-/// reads past an answer by at most one block, so a smaller top block reads less for an answer
-/// 1 MiB from the end (1.2 MiB instead of 2 MiB), and a whole-file scan measured no slower. One
-/// thread reads and scans, a block while it is still in this core's cache: a reader thread
-/// copying ahead measured slower on this 2-core machine (rayon join per block, or a channel two
-/// blocks deep), while taking the core the JS thread needs.
+impl Carry {
+    /// Enough for the longest mark (`assistant`, 9 bytes) to fit on either side of a boundary.
+    const HEAD: usize = 16;
+
+    fn empty(at: u64) -> Carry {
+        Carry {
+            lo: at,
+            hi: at,
+            marked: false,
+            ascii_mark: false,
+            head: Vec::new(),
+        }
+    }
+
+    /// Extend the line backwards by `piece`, the bytes `[lo, self.lo)`.
+    fn prepend(&mut self, lo: u64, piece: &[u8]) {
+        debug_assert_eq!(lo + piece.len() as u64, self.lo);
+        let has_mark = |b: &[u8]| ASSISTANT.find(b).is_some() || ESCAPE.find(b).is_some();
+        // A mark across the boundary starts in the piece's last 8 bytes and ends in the first
+        // 8 bytes after it (the head).
+        let mut seam = piece[piece.len().saturating_sub(Self::HEAD / 2)..].to_vec();
+        seam.extend_from_slice(&self.head);
+        self.marked = self.marked || has_mark(piece) || has_mark(&seam);
+        self.ascii_mark = self.ascii_mark || !is_blank_ascii(piece);
+        let mut head = piece[..piece.len().min(Self::HEAD)].to_vec();
+        let more = (Self::HEAD - head.len()).min(self.head.len());
+        head.extend_from_slice(&self.head[..more]);
+        self.head = head;
+        self.lo = lo;
+    }
+}
+
+/// Block sizes of the backward scan: small first (an answer near the end costs one small read;
+/// the first block is the chunk [`last_lf_end`] read), doubling up to 128 KiB and no further:
+/// the scan reads past an answer by at most one block, and a block this size is still in the
+/// core's cache when its marks are searched. Measured in alternating runs against 256 KiB:
+/// ~12% faster for an answer 1 MiB from the end and no slower for a whole 64 MiB file; 64 KiB
+/// was slower again (more long lines cross an edge). One thread reads and scans: a reader
+/// thread copying ahead measured slower on this 2-core machine (a join per block, or a channel
+/// two blocks deep), while taking the core the JS thread needs.
 const FIRST_BLOCK: u64 = 64 * 1024;
-const MAX_BLOCK: u64 = 256 * 1024;
+const MAX_BLOCK: u64 = 128 * 1024;
 
 /// Read `[lo, hi)` into `buf`, reusing its memory: a long scan neither zeroes nor faults in a
 /// fresh buffer per block.
@@ -528,32 +602,31 @@ fn read_block(file: &File, lo: u64, hi: u64, mut buf: Vec<u8>) -> Option<Vec<u8>
 fn tail_scan(
     file: &File,
     body_start: u64,
-    end: u64,
+    tail: Tail,
     budget: &Budget,
 ) -> Result<Option<Found>, Stop> {
     let mut lines = TailLines {
         budget,
         seen_non_blank: false,
         count: 0,
+        unreadable: false,
     };
-    let mut carry: Vec<Vec<u8>> = Vec::new();
     let mut size = FIRST_BLOCK;
-    let mut hi = end;
-    let mut lo = hi.saturating_sub(size).max(body_start);
+    // The first block is the chunk last_lf_end read (less whatever precedes the body).
+    let (mut lo, mut hi) = (tail.lo.max(body_start), tail.end);
     if lo >= hi {
         return Ok(None);
     }
-    let mut block = Vec::new();
+    let mut block = tail.bytes;
+    block.drain(..(lo - tail.lo) as usize);
+    let mut carry = Carry::empty(hi);
     loop {
-        // The lines of a block are done before the next read (carry holds copies), so one
-        // buffer serves the whole scan.
-        block = match read_block(file, lo, hi, block) {
-            Some(b) => b,
-            None => return Ok(None),
-        };
         let first = lo == body_start;
-        if let Some(found) = lines.block(&block, &mut carry, first)? {
+        if let Some(found) = lines.block(file, lo, &block, &mut carry, first)? {
             return Ok(Some(found));
+        }
+        if lines.unreadable {
+            return Ok(None);
         }
         if first {
             return Ok(None);
@@ -561,6 +634,12 @@ fn tail_scan(
         size = (size * 2).min(MAX_BLOCK);
         (lo, hi) = (lo.saturating_sub(size).max(body_start), lo);
         debug_assert!(hi > lo);
+        // The lines of a block are done before the next read, so one buffer serves the whole
+        // scan.
+        block = match read_block(file, lo, hi, block) {
+            Some(b) => b,
+            None => return Ok(None),
+        };
     }
 }
 
@@ -721,7 +800,8 @@ mod tests {
         let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
             .ok()
             .flatten()
-            .unwrap();
+            .unwrap()
+            .end;
         assert!(header_line_end(&f, end).is_none());
         let found = full_scan(&f, end, &budget).ok().flatten().unwrap();
         assert_eq!(String::from_utf16(&found.text).unwrap(), "one");
@@ -731,7 +811,8 @@ mod tests {
         let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
             .ok()
             .flatten()
-            .unwrap();
+            .unwrap()
+            .end;
         assert!(full_scan(&f, end, &budget).ok().flatten().is_none());
         // Cancellation stops the whole call.
         cancel.store(true, Ordering::Relaxed);
