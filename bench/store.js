@@ -13,14 +13,18 @@ const percentile = (xs, p) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
 }
 
-/** N processes incrementing one counter by read → CAS → retry; throughput and latencies. */
-async function contended(agentDir, backends, perProcess, mode = 'async') {
+/**
+ * N processes incrementing one counter by read → CAS → retry; throughput and latencies. With
+ * `ownEntries` each process works on an entry of its own instead: the same calls with nothing
+ * to contend for, i.e. the most these processes can do on this machine (the rows' ceiling).
+ */
+async function contended(agentDir, backends, perProcess, mode = 'async', ownEntries = false) {
   const lib = path.join(__dirname, '..', 'lib', 'index.js')
   // Children start together at `startAt` (so process start-up is not measured) and report
   // their own first/last instants and per-success latencies.
   const code = `
     const s = require(${JSON.stringify(lib)})
-    const [agentDir, n, startAt] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])]
+    const [agentDir, n, startAt, id] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3]), process.argv[4]]
     const now = () => performance.timeOrigin + performance.now()
     ;(async () => {
       await new Promise((r) => setTimeout(r, Math.max(0, startAt - Date.now())))
@@ -31,23 +35,24 @@ async function contended(agentDir, backends, perProcess, mode = 'async') {
       for (let done = 0; done < n; ) {
         attempts++
         const a = now()
-        const cur = await s.readEntry(agentDir, 'worker-contended')
+        const cur = await s.readEntry(agentDir, 'worker-' + id)
         let ok = false
         const next = { ...cur, taskRef: String(Number(cur.taskRef) + 1) }
-        try { ok = ${JSON.stringify(mode)} === 'sync' ? s.writeEntryIfUnchangedSync(agentDir, cur, next) : await s.writeEntryIfUnchanged(agentDir, 'worker-contended', cur, next) } catch (e) { if (e.code !== 'ELOCKED') throw e }
+        try { ok = ${JSON.stringify(mode)} === 'sync' ? s.writeEntryIfUnchangedSync(agentDir, cur, next) : await s.writeEntryIfUnchanged(agentDir, 'worker-' + id, cur, next) } catch (e) { if (e.code !== 'ELOCKED') throw e }
         if (ok) { done++; lat.push(now() - a) }
       }
       const cpu = process.cpuUsage(cpu0)
       console.log(JSON.stringify({ t0, t1: now(), lat, attempts, cpuUs: cpu.user + cpu.system }))
     })()`
   const native = require('../lib/binding.js').loadNative()
-  await native.writeEntry(agentDir, entry('contended'))
+  const ids = backends.map((_, i) => (ownEntries ? `own-${i}` : 'contended'))
+  for (const id of new Set(ids)) await native.writeEntry(agentDir, entry(id))
   const startAt = Date.now() + 800
   const outs = await Promise.all(
     backends.map(
-      (b) =>
+      (b, i) =>
         new Promise((resolve, reject) => {
-          const p = spawn(process.execPath, ['-e', code, agentDir, String(perProcess), String(startAt)], {
+          const p = spawn(process.execPath, ['-e', code, agentDir, String(perProcess), String(startAt), ids[i]], {
             env: { ...process.env, PI_NATIVE_BACKEND: b },
             stdio: ['ignore', 'pipe', 'inherit'],
           })
@@ -59,7 +64,8 @@ async function contended(agentDir, backends, perProcess, mode = 'async') {
   )
   const seconds = (Math.max(...outs.map((o) => o.t1)) - Math.min(...outs.map((o) => o.t0))) / 1000
   const lat = outs.flatMap((o) => o.lat)
-  const final = Number((await native.readEntry(agentDir, 'worker-contended')).taskRef)
+  let final = 0
+  for (const id of new Set(ids)) final += Number((await native.readEntry(agentDir, `worker-${id}`)).taskRef)
   const attempts = outs.reduce((n, o) => n + o.attempts, 0)
   const cpuUs = outs.reduce((n, o) => n + o.cpuUs, 0)
   return {
@@ -228,11 +234,29 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         }),
       )
     }
+    // The ceiling of an 8-process row: the same processes and calls, each on an entry of its
+    // own (nothing to contend for). Throughput under contention cannot exceed it, so ceiling /
+    // js is the best ratio this machine allows the row.
+    const ceilingNote = (label, nat, j, natFree, jsFree) =>
+      `ceiling (${label}, 8 processes each on its own entry): native ${natFree.opsPerSec.toFixed(0)} ops/s ` +
+      `(CPU per success ${(natFree.cpuUsPerSuccess / 1000).toFixed(2)} ms), js ${jsFree.opsPerSec.toFixed(0)} ops/s → best reachable ratio ` +
+      `${(natFree.opsPerSec / j.opsPerSec).toFixed(1)}×; under contention native keeps ${((100 * nat.opsPerSec) / natFree.opsPerSec).toFixed(0)}% ` +
+      `of its ceiling, js ${((100 * j.opsPerSec) / jsFree.opsPerSec).toFixed(0)}% of its own`
     for (const n of [1, 2, 4, 8]) {
       const per = 120
       const j = await contended(path.join(root, `c-js-${n}`), Array(n).fill('js'), per)
       const nat = await contended(path.join(root, `c-native-${n}`), Array(n).fill('native'), per)
       const ratio = nat.opsPerSec / j.opsPerSec
+      const ceiling =
+        n === 8
+          ? ceilingNote(
+              'async',
+              nat,
+              j,
+              await contended(path.join(root, 'free-native-8'), Array(8).fill('native'), 400, 'async', true),
+              await contended(path.join(root, 'free-js-8'), Array(8).fill('js'), 400, 'async', true),
+            )
+          : null
       results.push({
         name: `contended CAS, ${n} process${n > 1 ? 'es' : ''} (throughput)`,
         baselineNs: 1e9 / j.opsPerSec,
@@ -241,13 +265,20 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         target: n === 8 ? 20 : undefined,
         targetText: n === 8 ? '≥ 20× throughput, 0 lost' : undefined,
         met: n === 8 ? ratio >= 20 && nat.lost === 0 && j.lost === 0 : null,
-        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}`,
+        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}${ceiling ? `; ${ceiling}` : ''}`,
       })
     }
     {
       const j = await contended(path.join(root, 'cs-js-8'), Array(8).fill('js'), 60, 'sync')
       const nat = await contended(path.join(root, 'cs-native-8'), Array(8).fill('native'), 60, 'sync')
       const ratio = nat.opsPerSec / j.opsPerSec
+      const ceiling = ceilingNote(
+        'sync',
+        nat,
+        j,
+        await contended(path.join(root, 'sfree-native-8'), Array(8).fill('native'), 300, 'sync', true),
+        await contended(path.join(root, 'sfree-js-8'), Array(8).fill('js'), 300, 'sync', true),
+      )
       results.push({
         name: 'contended sync CAS, 8 processes (throughput)',
         baselineNs: 1e9 / j.opsPerSec,
@@ -256,7 +287,7 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         target: 5,
         targetText: '≥ 5× throughput, 0 lost',
         met: ratio >= 5 && nat.lost === 0 && j.lost === 0,
-        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}`,
+        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}; ${ceiling}`,
       })
     }
     const mixed = await contended(path.join(root, 'c-mixed'), ['native', 'js', 'native', 'js', 'native', 'js', 'native', 'js'], 120)

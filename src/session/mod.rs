@@ -299,7 +299,8 @@ impl Marks {
 /// by a string; a key elsewhere with that name only makes the answer "maybe".
 fn string_content(line: &[u8]) -> bool {
     let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    memchr::memmem::find_iter(line, b"\"content\"").any(|at| {
+    static CONTENT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"content\""));
+    CONTENT.find_iter(line).any(|at| {
         let mut rest = line[at + 9..].iter().skip_while(|b| ws(b));
         rest.next() == Some(&b':') && rest.find(|b| !ws(b)) == Some(&b'"')
     })
