@@ -133,6 +133,12 @@ export interface ProcessIdentity {
 export declare function recoverSessionTail(sessionDir: string, sessionId: string | undefined | null, maxFileBytes: number, deadlineMs: number, maxFiles: number): Promise<SessionTail | null>
 
 /**
+ * Diagnostic: recovery calls in flight in this process (neither settled nor dropped with the
+ * environment that made them).
+ */
+export declare function recoveryCallsPending(): number
+
+/**
  * At this environment's `exit` event: remove the locks still held for callbacks that can no
  * longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
  */

@@ -848,6 +848,7 @@ module.exports.lockNotifiedAttempts = nativeBinding.lockNotifiedAttempts
 module.exports.probeState = nativeBinding.probeState
 module.exports.processIdentity = nativeBinding.processIdentity
 module.exports.recoverSessionTail = nativeBinding.recoverSessionTail
+module.exports.recoveryCallsPending = nativeBinding.recoveryCallsPending
 module.exports.releaseLocksAtExit = nativeBinding.releaseLocksAtExit
 module.exports.sameProcess = nativeBinding.sameProcess
 module.exports.setErrorFactory = nativeBinding.setErrorFactory

@@ -86,3 +86,35 @@ for (const kinds of ['cwl', 'ccl', 'wwl', 'lll', 'cwl']) {
     holder.child.stdin.end()
   })
 }
+
+test('native: a worker terminated with recoveries in flight takes them with it', async () => {
+  // Four hundred scans of a 24 MiB file whose answer is at the front queue on the recovery pool
+  // (seconds of work) with a one-minute deadline; the worker is terminated as soon as they are
+  // issued. When terminate() resolves its calls are gone (the deadline thread forgets them, the
+  // queued scans are cancelled), and the process does not crash when the running ones end.
+  const binding = require(path.join(root, 'index.js'))
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-teardown-sr-'))
+  const fd = fs.openSync(path.join(dir, '2026_s.jsonl'), 'w')
+  const rec = (message) => JSON.stringify({ type: 'message', id: 'i', parentId: null, timestamp: 't', message })
+  fs.writeSync(fd, JSON.stringify({ type: 'session', version: 3, id: 's', timestamp: 't', cwd: '/' }) + '\n')
+  fs.writeSync(fd, rec({ role: 'assistant', content: [{ type: 'text', text: 'front' }], stopReason: 'stop' }) + '\n')
+  const filler = rec({ role: 'toolResult', content: [{ type: 'text', text: 'x'.repeat(64 * 1024) }] }) + '\n'
+  for (let n = 0; n < 24 * 16; n++) fs.writeSync(fd, filler)
+  fs.closeSync(fd)
+  const before = binding.recoveryCallsPending()
+  const worker = new Worker(
+    `const { workerData, parentPort } = require('node:worker_threads')
+     const s = require(workerData.lib)
+     for (let i = 0; i < 400; i++) s.recoverLastAssistantFromSession(workerData.dir, 's', { deadlineMs: 60000 })
+     parentPort.postMessage('issued')`,
+    { eval: true, workerData: { lib: path.join(root, 'lib', 'index.js'), dir } },
+  )
+  await new Promise((resolve) => worker.once('message', resolve))
+  assert.ok(binding.recoveryCallsPending() > before, 'the worker has calls in flight')
+  await worker.terminate()
+  assert.equal(binding.recoveryCallsPending(), before, 'the terminated worker left calls pending')
+  // The pool is free for this environment: a call made now is answered.
+  const r = await require(path.join(root, 'lib', 'index.js')).recoverLastAssistantFromSession(dir, 's', { deadlineMs: 60000 })
+  assert.equal(r?.text, 'front')
+  fs.rmSync(dir, { recursive: true, force: true })
+})

@@ -158,6 +158,11 @@ impl<T: Send + 'static> Deadlines<T> {
         lock(&self.state).due.remove(&key)
     }
 
+    /// How many registrations are pending (neither withdrawn nor run).
+    pub fn pending(&self) -> usize {
+        lock(&self.state).due.len()
+    }
+
     /// Take back every registration `pick` selects.
     pub fn withdraw_where(&self, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
         let mut st = lock(&self.state);

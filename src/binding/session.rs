@@ -105,6 +105,13 @@ pub fn cancel_calls_of(owner: u64) {
     }
 }
 
+/// Diagnostic: recovery calls in flight in this process (neither settled nor dropped with the
+/// environment that made them).
+#[napi(catch_unwind)]
+pub fn recovery_calls_pending() -> u32 {
+    DEADLINES.pending() as u32
+}
+
 /// Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
 /// on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
 /// deadline (counted from this call, including time spent queued; the abandoned scan stops).
