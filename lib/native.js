@@ -97,13 +97,18 @@ function serialize(entry) {
   }
 }
 
+/** A read's result: the entry, or undefined (missing, invalid, or a timestamp V8 rejects). */
+const readResult = (r) =>
+  r === null ? undefined : r.pending.length === 0 || r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
+
+// `rejecting` written out, with no closure per call: readEntry is the store's most frequent
+// call, and the two allocations measured ~5% of it.
 function readEntry(agentDir, entryId) {
-  return rejecting(() =>
-    binding.storeRead(entryPath(agentDir, entryId)).then((r) => {
-      if (r === null) return undefined
-      return r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
-    }),
-  )
+  try {
+    return binding.storeRead(entryPath(agentDir, entryId)).then(readResult)
+  } catch (err) {
+    return Promise.reject(err)
+  }
 }
 
 // How long listEntries parses before it lets the event loop run (W-B8: a 20,000-entry listing
