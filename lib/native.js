@@ -99,7 +99,7 @@ function serialize(entry) {
 
 /** A read's result: the entry, or undefined (missing, invalid, or a timestamp V8 rejects). */
 const readResult = (r) =>
-  r === null ? undefined : r.pending.length === 0 || r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
+  r === null ? undefined : r.pending.every(finiteDate) ? JSON.parse(r.text) : undefined
 
 // `rejecting` written out, with no closure per call: readEntry is the store's most frequent
 // call, and the two allocations measured ~5% of it.

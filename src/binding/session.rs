@@ -64,16 +64,20 @@ struct Call {
 }
 
 impl Call {
+    /// The promise, if nobody settled or dropped it yet.
+    fn take_promise(&self) -> Option<JsDeferred<Option<SessionTail>, Settle>> {
+        self.promise
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     fn settle(&self, answer: Option<Recovered>) {
         self.cancel.store(true, Ordering::Relaxed);
         if let Some(&key) = self.due.get() {
             DEADLINES.withdraw(key);
         }
-        let promise = self
-            .promise
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let promise = self.take_promise();
         if let Some(promise) = promise {
             let tail = answer.map(|r| SessionTail {
                 session_id: r.session_id,
@@ -96,12 +100,7 @@ static DEADLINES: Deadlines<Arc<Call>> =
 pub fn cancel_calls_of(owner: u64) {
     for call in DEADLINES.withdraw_where(|c| c.owner == owner) {
         call.cancel.store(true, Ordering::Relaxed);
-        drop(
-            call.promise
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        drop(call.take_promise());
     }
 }
 

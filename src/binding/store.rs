@@ -148,14 +148,12 @@ pub fn store_write<'e>(
     durable: bool,
     wait: bool,
 ) -> Result<PromiseRaw<'e, Option<()>>> {
-    let lock = store_lock(env)?;
-    off_thread(
+    under_entry_lock(
         env,
+        file,
         wait,
-        move || {
-            core::with_entry_lock(&file, lock, wait, |guard| {
-                core::write_entry(guard, &file, payload.as_deref().map(str::as_bytes), durable)
-            })
+        move |guard, file| {
+            core::write_entry(guard, file, payload.as_deref().map(str::as_bytes), durable)
         },
         |_, done| Ok(done),
     )
@@ -168,12 +166,25 @@ pub fn store_remove<'e>(
     file: String,
     wait: bool,
 ) -> Result<PromiseRaw<'e, Option<()>>> {
+    under_entry_lock(env, file, wait, core::remove_entry, |_, done| Ok(done))
+}
+
+/// Run `op` off the JS thread under `file`'s entry lock (the calling environment's async
+/// policy; `wait` as in [`store_write`]); `to_js` converts its outcome, None when the fast
+/// path found the lock busy.
+fn under_entry_lock<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
+    env: &'e Env,
+    file: String,
+    wait: bool,
+    op: impl FnOnce(LockGuard, &str) -> std::result::Result<T, crate::fserror::FsError> + Send + 'static,
+    to_js: fn(&Env, Option<T>) -> Result<V>,
+) -> Result<PromiseRaw<'e, V>> {
     let lock = store_lock(env)?;
     off_thread(
         env,
         wait,
-        move || core::with_entry_lock(&file, lock, wait, |guard| core::remove_entry(guard, &file)),
-        |_, done| Ok(done),
+        move || core::with_entry_lock(&file, lock, wait, |guard| op(guard, &file)),
+        to_js,
     )
 }
 
@@ -293,16 +304,14 @@ pub fn store_cas<'e>(
     wait: bool,
 ) -> Result<PromiseRaw<'e, Option<Either<bool, SuspendedCas>>>> {
     let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
-    let lock = store_lock(env)?;
     let act = action(payload, remove);
-    off_thread(
+    under_entry_lock(
         env,
+        file,
         wait,
-        move || {
-            core::with_entry_lock(&file, lock, wait, |guard| {
-                let lookup = |s: &[u16]| known.get(s).copied();
-                core::cas_locked(guard, &file, &exp, &lookup, act, durable)
-            })
+        move |guard, file| {
+            let lookup = |s: &[u16]| known.get(s).copied();
+            core::cas_locked(guard, file, &exp, &lookup, act, durable)
         },
         |_, outcome| Ok(outcome.map(cas_to_js)),
     )

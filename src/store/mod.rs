@@ -229,15 +229,17 @@ pub fn with_entry_lock<T>(
     wait: bool,
     op: impl FnOnce(LockGuard) -> Result<T, FsError>,
 ) -> Result<Option<T>, FsError> {
-    if wait {
-        return op(lock_entry(file, lock)?).map(Some);
-    }
-    let once = LockOptions {
-        retry: lock::Retry::Once,
-        ..lock
+    let policy = if wait {
+        lock
+    } else {
+        LockOptions {
+            retry: lock::Retry::Once,
+            ..lock
+        }
     };
-    match lock_entry(file, once) {
+    match lock_entry(file, policy) {
         Ok(guard) => op(guard).map(Some),
+        Err(e) if wait => Err(e),
         Err(_) => Ok(None),
     }
 }
