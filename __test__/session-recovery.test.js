@@ -390,6 +390,38 @@ test('long tail scans (marks searched per block, the lines between skipped) matc
   }
 })
 
+test('long scans split between two threads (past 2 MiB from the end) match the SDK oracle', async () => {
+  // The native scan hands the front half of what is left 2 MiB from the end to a second thread,
+  // split at a line start near the middle. Answers in either half, on a line across the middle,
+  // decoys on both sides, and an all-blank back half (the front half's last line then parses
+  // only after the whole-text trim removes its NBSP).
+  const filler = (n) => JSON.stringify({ ...base('message'), message: { role: 'toolResult', content: [{ type: 'text', text: 'x'.repeat(n) }] } })
+  const fill = (bytes) => {
+    const lines = []
+    for (let size = 0; size < bytes; size += 60_001) lines.push(filler(60_000 - 120))
+    return lines
+  }
+  const MiB = 1024 * 1024
+  const dir = freshDir()
+  const shapes = {
+    front: () => [assistant('decoy'), ...fill(1 * MiB), assistant('in the front half'), JSON.stringify(assistant('late', 'pending')).replace('"assistant"', '"\\u0061ssistant"'), ...fill(9 * MiB)],
+    back: () => [assistant('decoy'), ...fill(7 * MiB), assistant('in the back half'), ...fill(3 * MiB)],
+    across: () => [assistant('decoy'), ...fill(2 * MiB), assistant(`across ${'a'.repeat(MiB)}`), ...fill(4 * MiB)],
+    trimmed: () => [assistant('decoy'), ...fill(MiB), `${JSON.stringify(assistant('trimmed'))}\u00a0`, ' \t\n'.repeat(3 * MiB)],
+    none: () => [assistant('only decoy', 'pending'), ...fill(8 * MiB)],
+  }
+  for (const [shape, make] of Object.entries(shapes)) {
+    const lines = [header('s'), ...make()].map((l) => (typeof l === 'string' ? l : JSON.stringify(l)))
+    fs.writeFileSync(path.join(dir, '2026_s.jsonl'), `${lines.join('\n')}\n`)
+    const expected = oracle(dir, 's')
+    if (shape === 'none') assert.equal(expected, null)
+    else assert.match(expected?.text ?? '', shape === 'across' ? /^across a+$/ : new RegExp(shape.replace('front', 'front half').replace('back', 'back half')), shape)
+    for (const [name, impl] of backends()) {
+      assertSameResult(await impl.recoverLastAssistantFromSession(dir, 's'), expected, `${name} ${shape}`)
+    }
+  }
+})
+
 test('a mark split by a block edge, in a line that spans blocks, still makes the line a candidate', async () => {
   // The answer's only mark (a literal "assistant", or the "\\u" of an escaped one) is cut at
   // every point by an edge 64 KiB, 192 KiB or 320 KiB before the end, where the backward scan's

@@ -52,11 +52,16 @@ struct Stop;
 struct Budget<'a> {
     deadline: Instant,
     cancel: &'a AtomicBool,
+    /// Set when the other half of a split scan ([`split_scan`]) made this half's work moot.
+    halt: Option<&'a AtomicBool>,
 }
 
 impl Budget<'_> {
     fn check(&self) -> Result<(), Stop> {
-        if self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+        if self.cancel.load(Ordering::Relaxed)
+            || self.halt.is_some_and(|h| h.load(Ordering::Relaxed))
+            || Instant::now() >= self.deadline
+        {
             Err(Stop)
         } else {
             Ok(())
@@ -75,6 +80,7 @@ pub fn recover(
     let budget = Budget {
         deadline: limits.deadline,
         cancel,
+        halt: None,
     };
     budget.check().ok()?;
     let session_id = session_id.filter(|s| !s.is_empty());
@@ -293,6 +299,13 @@ impl Marks {
         }
         at.last().copied()
     }
+
+    /// Whether `block[..upto]` holds a mark, if the block was searched already (None if not).
+    fn before(&mut self, block: &[u8], upto: usize) -> Option<bool> {
+        self.at
+            .is_some()
+            .then(|| self.last_before(block, upto).is_some())
+    }
 }
 
 /// Whether some `"content"` in the raw line is followed (after JSON white space and a colon)
@@ -479,7 +492,7 @@ impl TailLines<'_> {
     ) -> Result<Option<Found>, Stop> {
         self.budget.check()?;
         let Some(last_lf) = memchr::memrchr(b'\n', block) else {
-            carry.prepend(lo, block);
+            carry.prepend(lo, block, None);
             if first {
                 return self.carried(file, carry);
             }
@@ -489,7 +502,7 @@ impl TailLines<'_> {
         let found = if carry.lo == carry.hi {
             self.line(head)?
         } else {
-            carry.prepend(lo + last_lf as u64 + 1, head);
+            carry.prepend(lo + last_lf as u64 + 1, head, None);
             self.carried(file, carry)?
         };
         if found.is_some() || self.unreadable {
@@ -528,7 +541,8 @@ impl TailLines<'_> {
             return self.line(lead);
         }
         *carry = Carry::empty(lo + lead.len() as u64);
-        carry.prepend(lo, lead);
+        // The block's mark search covered the lead too: its answer saves searching it again.
+        carry.prepend(lo, lead, marks.before(block, lead.len()));
         Ok(None)
     }
 }
@@ -562,15 +576,16 @@ impl Carry {
         }
     }
 
-    /// Extend the line backwards by `piece`, the bytes `[lo, self.lo)`.
-    fn prepend(&mut self, lo: u64, piece: &[u8]) {
+    /// Extend the line backwards by `piece`, the bytes `[lo, self.lo)`; `marked` says whether
+    /// the piece holds a mark when that is known already.
+    fn prepend(&mut self, lo: u64, piece: &[u8], marked: Option<bool>) {
         debug_assert_eq!(lo + piece.len() as u64, self.lo);
         let has_mark = |b: &[u8]| ASSISTANT.find(b).is_some() || ESCAPE.find(b).is_some();
         // A mark across the boundary starts in the piece's last 8 bytes and ends in the first
         // 8 bytes after it (the head).
         let mut seam = piece[piece.len().saturating_sub(Self::HEAD / 2)..].to_vec();
         seam.extend_from_slice(&self.head);
-        self.marked = self.marked || has_mark(piece) || has_mark(&seam);
+        self.marked = self.marked || marked.unwrap_or_else(|| has_mark(piece)) || has_mark(&seam);
         self.ascii_mark = self.ascii_mark || !is_blank_ascii(piece);
         let mut head = piece[..piece.len().min(Self::HEAD)].to_vec();
         let more = (Self::HEAD - head.len()).min(self.head.len());
@@ -585,9 +600,9 @@ impl Carry {
 /// the scan reads past an answer by at most one block, and a block this size is still in the
 /// core's cache when its marks are searched. Measured in alternating runs against 256 KiB:
 /// ~12% faster for an answer 1 MiB from the end and no slower for a whole 64 MiB file; 64 KiB
-/// was slower again (more long lines cross an edge). One thread reads and scans: a reader
-/// thread copying ahead measured slower on this 2-core machine (a join per block, or a channel
-/// two blocks deep), while taking the core the JS thread needs.
+/// was slower again (more long lines cross an edge). A thread reads and scans its own range: a
+/// reader thread copying ahead for it measured slower on this 2-core machine (a join per block,
+/// or a channel two blocks deep). Long scans are split in two ranges instead ([`split_scan`]).
 const FIRST_BLOCK: u64 = 64 * 1024;
 const MAX_BLOCK: u64 = 128 * 1024;
 
@@ -598,6 +613,76 @@ fn read_block(file: &File, lo: u64, hi: u64, mut buf: Vec<u8>) -> Option<Vec<u8>
     file.read_exact_at(&mut buf, lo).ok()?;
     Some(buf)
 }
+
+/// Where a backward scan stands: the block `[lo, lo + block.len())` is the next to look at;
+/// `carry` stands for the line that continues past it, `size` is the last block size read.
+struct Cursor {
+    lo: u64,
+    block: Vec<u8>,
+    carry: Carry,
+    size: u64,
+}
+
+impl Cursor {
+    /// A fresh scan of the lines that end before `hi`, itself just past an LF (or the end of
+    /// the text); None on a read error.
+    fn at(file: &File, start: u64, hi: u64) -> Option<Cursor> {
+        let lo = hi.saturating_sub(MAX_BLOCK).max(start);
+        Some(Cursor {
+            lo,
+            block: read_block(file, lo, hi, Vec::new())?,
+            carry: Carry::empty(hi),
+            size: MAX_BLOCK,
+        })
+    }
+}
+
+/// How far [`scan_down`] got.
+enum Scanned {
+    /// The range is decided: its answer, or None.
+    Done(Option<Found>),
+    /// The cursor went below the pause point; the scan continues from it.
+    Paused,
+}
+
+/// The backward scan of the lines from `start` (a line start) to the cursor, block by block;
+/// pauses once the cursor is below `pause_below` with more to scan.
+fn scan_down(
+    file: &File,
+    lines: &mut TailLines,
+    start: u64,
+    cur: &mut Cursor,
+    pause_below: u64,
+) -> Result<Scanned, Stop> {
+    loop {
+        let first = cur.lo <= start;
+        if let Some(found) = lines.block(file, cur.lo, &cur.block, &mut cur.carry, first)? {
+            return Ok(Scanned::Done(Some(found)));
+        }
+        if lines.unreadable || first {
+            return Ok(Scanned::Done(None));
+        }
+        cur.size = (cur.size * 2).min(MAX_BLOCK);
+        let hi = cur.lo;
+        cur.lo = hi.saturating_sub(cur.size).max(start);
+        // The lines of a block are done before the next read, so one buffer serves the whole
+        // scan.
+        cur.block = match read_block(file, cur.lo, hi, std::mem::take(&mut cur.block)) {
+            Some(b) => b,
+            None => return Ok(Scanned::Done(None)),
+        };
+        if cur.lo < pause_below {
+            return Ok(Scanned::Paused);
+        }
+    }
+}
+
+/// A scan this far from the end without an answer is likely a long one: the rest is split
+/// between two threads ([`split_scan`]). Answers near the end never pay for a thread.
+const SPLIT_AFTER: u64 = 2 * 1024 * 1024;
+/// Rests smaller than this are scanned by one thread: a thread's start would cost more than
+/// half the rest's scan saves.
+const SPLIT_MIN: u64 = 4 * 1024 * 1024;
 
 /// Fast path: scan `[body_start, end)` from the end; the first qualifying value is the answer.
 fn tail_scan(
@@ -612,36 +697,158 @@ fn tail_scan(
         count: 0,
         unreadable: false,
     };
-    let mut size = FIRST_BLOCK;
     // The first block is the chunk last_lf_end read (less whatever precedes the body).
-    let (mut lo, mut hi) = (tail.lo.max(body_start), tail.end);
+    let (lo, hi) = (tail.lo.max(body_start), tail.end);
     if lo >= hi {
         return Ok(None);
     }
     let mut block = tail.bytes;
     block.drain(..(lo - tail.lo) as usize);
-    let mut carry = Carry::empty(hi);
-    loop {
-        let first = lo == body_start;
-        if let Some(found) = lines.block(file, lo, &block, &mut carry, first)? {
-            return Ok(Some(found));
-        }
-        if lines.unreadable {
-            return Ok(None);
-        }
-        if first {
-            return Ok(None);
-        }
-        size = (size * 2).min(MAX_BLOCK);
-        (lo, hi) = (lo.saturating_sub(size).max(body_start), lo);
-        debug_assert!(hi > lo);
-        // The lines of a block are done before the next read, so one buffer serves the whole
-        // scan.
-        block = match read_block(file, lo, hi, block) {
-            Some(b) => b,
-            None => return Ok(None),
-        };
+    let mut cur = Cursor {
+        lo,
+        block,
+        carry: Carry::empty(hi),
+        size: FIRST_BLOCK,
+    };
+    let pause = hi.saturating_sub(SPLIT_AFTER);
+    if let Scanned::Done(found) = scan_down(file, &mut lines, body_start, &mut cur, pause)? {
+        return Ok(found);
     }
+    if cur.lo - body_start >= SPLIT_MIN {
+        if let Some(helper) = Helper::claim() {
+            return split_scan(file, body_start, &mut lines, &mut cur, helper);
+        }
+    }
+    match scan_down(file, &mut lines, body_start, &mut cur, 0)? {
+        Scanned::Done(found) => Ok(found),
+        Scanned::Paused => unreachable!("no pause below 0"),
+    }
+}
+
+/// A claim on one of the threads a split scan may add: at most one fewer than the cores, for
+/// the whole process, so that splits never put more scan threads than cores to work (and none
+/// on one core). Released when dropped.
+struct Helper;
+
+static HELPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Split scans started (tests check that the split path is taken).
+#[cfg(test)]
+static SPLITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Helper {
+    fn claim() -> Option<Helper> {
+        static MAX: LazyLock<usize> =
+            LazyLock::new(|| std::thread::available_parallelism().map_or(1, |n| n.get()) - 1);
+        HELPERS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < *MAX).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Helper)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        HELPERS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The rest of a long backward scan, `[body_start, cur.lo)`, in two halves at a line start:
+/// a helper thread scans the front half while this one goes on with the back half. The back
+/// half decides first: its answer is the file's, and then the helper is halted; only when it
+/// has none does the front half's answer count. The helper's lines are all followed by a
+/// non-blank line, so it never applies the whole-text trim (A19); should the back half turn
+/// out all blank, the front half is scanned again here with the trim rules. The helper is
+/// started from a recovery thread, so it inherits that thread's lowered priority (Linux
+/// threads inherit their creator's nice value).
+fn split_scan(
+    file: &File,
+    body_start: u64,
+    lines: &mut TailLines,
+    cur: &mut Cursor,
+    helper: Helper,
+) -> Result<Option<Found>, Stop> {
+    let budget = lines.budget;
+    let Some(mid) = line_start_near(file, body_start + (cur.lo - body_start) / 2, cur.lo) else {
+        drop(helper);
+        return scan_down(file, lines, body_start, cur, 0).map(Scanned::into_found);
+    };
+    #[cfg(test)]
+    SPLITS.fetch_add(1, Ordering::Relaxed);
+    let halt = AtomicBool::new(false);
+    let front = |halt: &AtomicBool| -> Result<Option<Found>, Stop> {
+        let _helper = helper;
+        let budget = Budget {
+            deadline: budget.deadline,
+            cancel: budget.cancel,
+            halt: Some(halt),
+        };
+        let mut lines = TailLines {
+            budget: &budget,
+            seen_non_blank: true,
+            count: 0,
+            unreadable: false,
+        };
+        let Some(mut cur) = Cursor::at(file, body_start, mid) else {
+            return Ok(None);
+        };
+        scan_down(file, &mut lines, body_start, &mut cur, 0).map(Scanned::into_found)
+    };
+    std::thread::scope(|s| {
+        let started = std::thread::Builder::new()
+            .name("pi-recovery-half".into())
+            .spawn_scoped(s, || front(&halt));
+        let Ok(front_half) = started else {
+            // No thread: the whole rest here, as without a split.
+            return scan_down(file, lines, body_start, cur, 0).map(Scanned::into_found);
+        };
+        let back = scan_down(file, lines, mid, cur, 0).map(Scanned::into_found);
+        if !matches!(back, Ok(None)) || lines.unreadable {
+            halt.store(true, Ordering::Relaxed);
+            let _ = front_half.join();
+            return back;
+        }
+        let front = front_half
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if lines.seen_non_blank {
+            return front;
+        }
+        // All blank from `mid` on: the front half's last non-blank line is the text's last.
+        match Cursor::at(file, body_start, mid) {
+            Some(mut again) => {
+                scan_down(file, lines, body_start, &mut again, 0).map(Scanned::into_found)
+            }
+            None => Ok(None),
+        }
+    })
+}
+
+impl Scanned {
+    fn into_found(self) -> Option<Found> {
+        match self {
+            Scanned::Done(found) => found,
+            Scanned::Paused => unreachable!("no pause below 0"),
+        }
+    }
+}
+
+/// The first line start (just past an LF) at or after `at` and no later than `limit`; None
+/// when there is none within 1 MiB or on a read error.
+fn line_start_near(file: &File, at: u64, limit: u64) -> Option<u64> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut lo = at;
+    while lo < limit && lo - at < 1024 * 1024 {
+        let n = ((limit - lo) as usize).min(CHUNK);
+        file.read_exact_at(&mut buf[..n], lo).ok()?;
+        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
+            return Some(lo + i as u64 + 1);
+        }
+        lo += n as u64;
+    }
+    None
 }
 
 /// Facts of the whole-file path: the migration outcome (A21) and the last answer (A22).
@@ -797,6 +1004,7 @@ mod tests {
         let budget = Budget {
             deadline: Instant::now() + Duration::from_secs(5),
             cancel: &cancel,
+            halt: None,
         };
         let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
             .ok()
@@ -818,6 +1026,87 @@ mod tests {
         // Cancellation stops the whole call.
         cancel.store(true, Ordering::Relaxed);
         assert!(recover(dir, Some("s"), &limits(), &cancel).is_none());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn split_scans_find_what_one_thread_finds() {
+        // Files long enough for split_scan: the answer in the front half, in the back half,
+        // on a long line across the split point, and after an all-blank back half (where only
+        // the whole-text trim makes the last line parse).
+        let tmp = std::env::temp_dir().join(format!("pi-native-split-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let filler = format!(
+            r#"{{"type":"message","message":{{"role":"toolResult","content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            "x".repeat(60_000)
+        );
+        let fill = |mib: usize| {
+            let mut s = String::new();
+            while s.len() < mib << 20 {
+                s.push_str(&filler);
+                s.push('\n');
+            }
+            s
+        };
+        let decoy = assistant("decoy", "stop");
+        let cases = [
+            (
+                "front",
+                format!(
+                    "{HEADER}\n{decoy}\n{}{}\n{}",
+                    fill(1),
+                    assistant("front", "stop"),
+                    fill(9)
+                ),
+            ),
+            (
+                "back",
+                format!(
+                    "{HEADER}\n{decoy}\n{}{}\n{}",
+                    fill(7),
+                    assistant("back", "stop"),
+                    fill(3)
+                ),
+            ),
+            (
+                "across",
+                format!(
+                    "{HEADER}\n{decoy}\n{}{}\n{}",
+                    fill(2),
+                    assistant(&"a".repeat(1 << 20), "stop"),
+                    fill(4)
+                ),
+            ),
+            (
+                "trimmed",
+                format!(
+                    "{HEADER}\n{decoy}\n{}{}\u{a0}\n{}",
+                    fill(1),
+                    assistant("trimmed", "stop"),
+                    " \n".repeat(4 << 20)
+                ),
+            ),
+        ];
+        let cancel = AtomicBool::new(false);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (name, body) in &cases {
+            let before = SPLITS.load(Ordering::Relaxed);
+            write(&tmp, "2026_s.jsonl", body);
+            let r = recover(tmp.to_str().unwrap(), Some("s"), &limits(), &cancel).unwrap();
+            let text = String::from_utf16(&r.text).unwrap();
+            let want = if *name == "across" {
+                "a".repeat(1 << 20)
+            } else {
+                name.to_string()
+            };
+            assert!(text == want, "{name}: found {:.40}", text);
+            // No other test scans files this long, so the helper is free (given a 2nd core).
+            assert_eq!(
+                SPLITS.load(Ordering::Relaxed) > before,
+                cores > 1,
+                "{name}: split"
+            );
+        }
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
