@@ -94,6 +94,19 @@ async function medianAsync(fn, n = 500, rounds = 9) {
   return xs.sort((a, b) => a - b)[(rounds - 1) >> 1]
 }
 
+/** Medians (ns per call) of several async functions, measured in interleaved batches. */
+async function interleavedMedians(fns, n = 300, rounds = 9) {
+  const xs = Object.fromEntries(Object.keys(fns).map((k) => [k, []]))
+  for (let r = 0; r < rounds; r++) {
+    for (const [k, fn] of Object.entries(fns)) {
+      const t = process.hrtime.bigint()
+      for (let i = 0; i < n; i++) await fn()
+      xs[k].push(Number(process.hrtime.bigint() - t) / n)
+    }
+  }
+  return Object.fromEntries(Object.entries(xs).map(([k, v]) => [k, v.sort((a, b) => a - b)[(rounds - 1) >> 1]]))
+}
+
 /** Median kernel CPU time (ns) per call of `fn` (sync): what its syscalls cost, whoever makes them. */
 function kernelNs(fn, n = 1000, rounds = 9) {
   const xs = []
@@ -208,12 +221,43 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         'writeEntryIfUnchanged, mismatch (async CAS)': [hop + kMiss, 'one libuv round trip + the mismatch\'s syscalls'],
         'writeEntryIfUnchangedSync, match (sync CAS)': [kCas, 'kernel time of its 13 syscalls'],
       }
+      // A control for the async rows, closer to what the call does than the additive floor: one
+      // libuv round trip and then the same work run synchronously on the JS thread (so with
+      // every thread wake-up and cache miss a real hop brings), interleaved with the call itself.
+      const sameCas = (expected) => ({
+        control: async () => {
+          await fs.promises.stat(file)
+          native.writeEntryIfUnchangedSync(dirs.native, expected, e)
+        },
+        async: () => native.writeEntryIfUnchanged(dirs.native, 'worker-one', expected, e),
+      })
+      const controls = {
+        // readEntry has no sync twin: the control reads and parses the file with Node's own
+        // readFileSync and JSON.parse (the same four syscalls, without the validation).
+        readEntry: await interleavedMedians({
+          control: async () => {
+            await fs.promises.stat(file)
+            JSON.parse(fs.readFileSync(file, 'utf8'))
+          },
+          async: () => native.readEntry(dirs.native, 'worker-one'),
+        }),
+        'writeEntryIfUnchanged, match (async CAS)': await interleavedMedians(sameCas(e)),
+        'writeEntryIfUnchanged, mismatch (async CAS)': await interleavedMedians(sameCas(stale)),
+      }
       for (const r of results) {
         const f = floors[r.name]
         if (!f) continue
         const us = (ns) => `${(ns / 1000).toFixed(1)} µs`
         r.floorNs = f[0]
         r.notes = `floor ${us(f[0])} (${f[1]}; one hop ${us(hop)}) → best reachable ratio ${(r.baselineNs / f[0]).toFixed(2)}×; native is ${(r.nativeNs / f[0]).toFixed(2)}× its floor`
+        const c = controls[r.name]
+        if (c) {
+          const what = r.name === 'readEntry' ? 'the file read and parsed synchronously (readFileSync, JSON.parse)' : 'the same CAS synchronously on the JS thread'
+          r.notes +=
+            `; control (one libuv round trip, then ${what}) ${us(c.control)}, ` +
+            `native interleaved with it ${us(c.async)} (${(c.async / c.control).toFixed(2)}× the control)`
+          r.extra = { ...r.extra, controlNs: c.control, asyncNs: c.async }
+        }
       }
     }
     for (const count of [10, 100, 1000]) {
