@@ -719,10 +719,7 @@ fn tail_scan(
             return split_scan(file, body_start, &mut lines, &mut cur, helper);
         }
     }
-    match scan_down(file, &mut lines, body_start, &mut cur, 0)? {
-        Scanned::Done(found) => Ok(found),
-        Scanned::Paused => unreachable!("no pause below 0"),
-    }
+    scan_down(file, &mut lines, body_start, &mut cur, 0).map(Scanned::into_found)
 }
 
 /// A claim on one of the threads a split scan may add: at most one fewer than the cores, for
@@ -762,7 +759,8 @@ impl Drop for Helper {
 /// non-blank line, so it never applies the whole-text trim (A19); should the back half turn
 /// out all blank, the front half is scanned again here with the trim rules. The helper is
 /// started from a recovery thread, so it inherits that thread's lowered priority (Linux
-/// threads inherit their creator's nice value).
+/// threads inherit their creator's nice value). Both threads read the one handle at explicit
+/// offsets only (`pread`; `seek_read` on Windows), never through its cursor.
 fn split_scan(
     file: &File,
     body_start: u64,
