@@ -680,8 +680,8 @@ fn scan_down(
 /// A scan this far from the end without an answer is likely a long one: the rest is split
 /// between two threads ([`split_scan`]). Answers near the end never pay for a thread.
 const SPLIT_AFTER: u64 = 2 * 1024 * 1024;
-/// Rests smaller than this are scanned by one thread: a thread's start would cost more than
-/// half the rest's scan saves.
+/// Rests smaller than this stay on one thread: splitting them would save a millisecond or
+/// two at the price of a second busy core.
 const SPLIT_MIN: u64 = 4 * 1024 * 1024;
 
 /// Fast path: scan `[body_start, end)` from the end; the first qualifying value is the answer.
