@@ -10,8 +10,9 @@
 use crate::platform::fs::FileReadAt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::LazyLock;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use memchr::memmem::Finder;
@@ -52,14 +53,17 @@ struct Stop;
 struct Budget<'a> {
     deadline: Instant,
     cancel: &'a AtomicBool,
-    /// Set when the other half of a split scan ([`split_scan`]) made this half's work moot.
-    halt: Option<&'a AtomicBool>,
+    /// In a shared scan ([`shared_scan`]): this chunk's index and the index of the nearest
+    /// chunk known to decide the file; past it, this chunk's work is moot.
+    moot: Option<(usize, &'a AtomicUsize)>,
 }
 
 impl Budget<'_> {
     fn check(&self) -> Result<(), Stop> {
         if self.cancel.load(Ordering::Relaxed)
-            || self.halt.is_some_and(|h| h.load(Ordering::Relaxed))
+            || self
+                .moot
+                .is_some_and(|(i, nearest)| nearest.load(Ordering::Relaxed) < i)
             || Instant::now() >= self.deadline
         {
             Err(Stop)
@@ -80,7 +84,7 @@ pub fn recover(
     let budget = Budget {
         deadline: limits.deadline,
         cancel,
-        halt: None,
+        moot: None,
     };
     budget.check().ok()?;
     let session_id = session_id.filter(|s| !s.is_empty());
@@ -602,7 +606,7 @@ impl Carry {
 /// ~12% faster for an answer 1 MiB from the end and no slower for a whole 64 MiB file; 64 KiB
 /// was slower again (more long lines cross an edge). A thread reads and scans its own range: a
 /// reader thread copying ahead for it measured slower on this 2-core machine (a join per block,
-/// or a channel two blocks deep). Long scans are split in two ranges instead ([`split_scan`]).
+/// or a channel two blocks deep). Long scans are shared by two threads instead ([`shared_scan`]).
 const FIRST_BLOCK: u64 = 64 * 1024;
 const MAX_BLOCK: u64 = 128 * 1024;
 
@@ -626,11 +630,11 @@ struct Cursor {
 impl Cursor {
     /// A fresh scan of the lines that end before `hi`, itself just past an LF (or the end of
     /// the text); None on a read error.
-    fn at(file: &File, start: u64, hi: u64) -> Option<Cursor> {
+    fn at(file: &File, start: u64, hi: u64, buf: Vec<u8>) -> Option<Cursor> {
         let lo = hi.saturating_sub(MAX_BLOCK).max(start);
         Some(Cursor {
             lo,
-            block: read_block(file, lo, hi, Vec::new())?,
+            block: read_block(file, lo, hi, buf)?,
             carry: Carry::empty(hi),
             size: MAX_BLOCK,
         })
@@ -669,7 +673,11 @@ fn scan_down(
         // scan.
         cur.block = match read_block(file, cur.lo, hi, std::mem::take(&mut cur.block)) {
             Some(b) => b,
-            None => return Ok(Scanned::Done(None)),
+            None => {
+                // As any read error: the scan ends here and the file yields nothing.
+                lines.unreadable = true;
+                return Ok(Scanned::Done(None));
+            }
         };
         if cur.lo < pause_below {
             return Ok(Scanned::Paused);
@@ -677,12 +685,15 @@ fn scan_down(
     }
 }
 
-/// A scan this far from the end without an answer is likely a long one: the rest is split
-/// between two threads ([`split_scan`]). Answers near the end never pay for a thread.
-const SPLIT_AFTER: u64 = 2 * 1024 * 1024;
-/// Rests smaller than this stay on one thread: splitting them would save a millisecond or
-/// two at the price of a second busy core.
-const SPLIT_MIN: u64 = 4 * 1024 * 1024;
+/// A scan this far from the end without an answer is likely a long one: the rest is shared
+/// with a second thread ([`shared_scan`]). Answers near the end never pay for a thread.
+const SHARE_AFTER: u64 = 16 * 1024 * 1024;
+/// Rests smaller than this stay on one thread: sharing them would save little at the price of
+/// a second busy core.
+const SHARE_MIN: u64 = 8 * 1024 * 1024;
+/// The pieces a shared scan hands out, from the end: small enough that a thread working on a
+/// piece past the answer wastes little, large enough that cutting it at a line start is cheap.
+const SHARE_CHUNK: u64 = 1024 * 1024;
 
 /// Fast path: scan `[body_start, end)` from the end; the first qualifying value is the answer.
 fn tail_scan(
@@ -710,28 +721,32 @@ fn tail_scan(
         carry: Carry::empty(hi),
         size: FIRST_BLOCK,
     };
-    let pause = hi.saturating_sub(SPLIT_AFTER);
+    let pause = hi.saturating_sub(SHARE_AFTER);
     if let Scanned::Done(found) = scan_down(file, &mut lines, body_start, &mut cur, pause)? {
         return Ok(found);
     }
-    if cur.lo - body_start >= SPLIT_MIN {
+    // Shared only once the text's last non-blank line is behind (the whole-text trim applies
+    // to it alone, so every line left is read as is).
+    if lines.seen_non_blank && cur.lo - body_start >= SHARE_MIN {
         if let Some(helper) = Helper::claim() {
-            return split_scan(file, body_start, &mut lines, &mut cur, helper);
+            if let Some(first_end) = chunk_start(file, body_start, cur.lo) {
+                return shared_scan(file, body_start, &mut lines, &mut cur, first_end, helper);
+            }
         }
     }
     scan_down(file, &mut lines, body_start, &mut cur, 0).map(Scanned::into_found)
 }
 
-/// A claim on one of the threads a split scan may add: at most one fewer than the cores, for
-/// the whole process, so that splits never put more scan threads than cores to work (and none
-/// on one core). Released when dropped.
+/// A claim on one of the threads shared scans may add: at most one fewer than the cores, for
+/// the whole process, so that they never put more scan threads than cores to work (and none on
+/// one core). Released when dropped.
 struct Helper;
 
-static HELPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static HELPERS: AtomicUsize = AtomicUsize::new(0);
 
-/// Split scans started (tests check that the split path is taken).
+/// Shared scans started (tests check that the shared path is taken).
 #[cfg(test)]
-static SPLITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static SHARED_SCANS: AtomicUsize = AtomicUsize::new(0);
 
 impl Helper {
     fn claim() -> Option<Helper> {
@@ -752,76 +767,161 @@ impl Drop for Helper {
     }
 }
 
-/// The rest of a long backward scan, `[body_start, cur.lo)`, in two halves at a line start:
-/// a helper thread scans the front half while this one goes on with the back half. The back
-/// half decides first: its answer is the file's, and then the helper is halted; only when it
-/// has none does the front half's answer count. The helper's lines are all followed by a
-/// non-blank line, so it never applies the whole-text trim (A19); should the back half turn
-/// out all blank, the front half is scanned again here with the trim rules. The helper is
-/// started from a recovery thread, so it inherits that thread's lowered priority (Linux
-/// threads inherit their creator's nice value). Both threads read the one handle at explicit
-/// offsets only (`pread`; `seek_read` on Windows), never through its cursor.
-fn split_scan(
+/// What one chunk of a shared scan came to.
+enum Chunk {
+    /// No qualifying line: the answer, if any, lies nearer the front.
+    Nothing,
+    /// The chunk decides the file: its last qualifying line, or None for a read error (the
+    /// file yields nothing, as when a one-thread scan meets it).
+    Decides(Option<Found>),
+    /// Out of time, or cancelled.
+    Stopped,
+}
+
+impl Chunk {
+    /// What a chunk's scan (through `lines`) came to.
+    fn of(scanned: Result<Scanned, Stop>, lines: &TailLines) -> Chunk {
+        match scanned.map(Scanned::into_found) {
+            Ok(None) if !lines.unreadable => Chunk::Nothing,
+            Ok(found) => Chunk::Decides(found),
+            Err(Stop) => Chunk::Stopped,
+        }
+    }
+}
+
+/// The chunks of a shared scan, handed out from the end: chunk 0 ends where the scan stood,
+/// each next one ends where the previous one starts, always at a line start.
+struct Chunks<'a> {
+    file: &'a File,
+    body_start: u64,
+    claims: Mutex<Claims>,
+    /// The index of the nearest chunk (to the end) known to decide the file, or to have
+    /// stopped; chunks past it are moot (their threads stop, and no more are handed out).
+    nearest: AtomicUsize,
+}
+
+struct Claims {
+    /// Where the next chunk ends (`body_start`: none left).
+    next_end: u64,
+    /// The outcomes by chunk index (None while a chunk is scanned).
+    outcomes: Vec<Option<Chunk>>,
+}
+
+impl Chunks<'_> {
+    /// The next chunk to scan: its index and range. None when none is left or it would be moot.
+    fn claim(&self) -> Option<(usize, u64, u64)> {
+        let mut c = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        let i = c.outcomes.len();
+        if c.next_end <= self.body_start || self.nearest.load(Ordering::Acquire) < i {
+            return None;
+        }
+        let end = c.next_end;
+        // A line longer than what is left of the search: the rest is one chunk.
+        let start = chunk_start(self.file, self.body_start, end).unwrap_or(self.body_start);
+        c.next_end = start;
+        c.outcomes.push(None);
+        Some((i, start, end))
+    }
+
+    fn record(&self, i: usize, outcome: Chunk) {
+        if !matches!(outcome, Chunk::Nothing) {
+            self.nearest.fetch_min(i, Ordering::AcqRel);
+        }
+        let mut c = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        c.outcomes[i] = Some(outcome);
+    }
+
+    /// Scan chunks until none is left (run by every thread of the shared scan), reading them
+    /// into `buf` (one buffer for all the chunks a thread scans: a fresh 128 KiB per chunk cost
+    /// its page faults every time).
+    fn work(&self, budget: &Budget, mut buf: Vec<u8>) {
+        while let Some((i, start, end)) = self.claim() {
+            let budget = Budget {
+                deadline: budget.deadline,
+                cancel: budget.cancel,
+                moot: Some((i, &self.nearest)),
+            };
+            let mut lines = TailLines {
+                budget: &budget,
+                seen_non_blank: true,
+                count: 0,
+                unreadable: false,
+            };
+            let outcome = match Cursor::at(self.file, start, end, std::mem::take(&mut buf)) {
+                None => Chunk::Decides(None),
+                Some(mut cur) => {
+                    let scanned = scan_down(self.file, &mut lines, start, &mut cur, 0);
+                    buf = cur.block;
+                    Chunk::of(scanned, &lines)
+                }
+            };
+            self.record(i, outcome);
+        }
+    }
+
+    /// The file's outcome: that of the nearest chunk that did not come to nothing.
+    fn outcome(self) -> Result<Option<Found>, Stop> {
+        let claims = self.claims.into_inner().unwrap_or_else(|e| e.into_inner());
+        for outcome in claims.outcomes {
+            match outcome {
+                Some(Chunk::Nothing) => {}
+                Some(Chunk::Decides(found)) => return Ok(found),
+                // A chunk left unfinished before a deciding one only by a stop.
+                Some(Chunk::Stopped) | None => return Err(Stop),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The rest of a long backward scan, shared by this thread and a helper thread, chunk by chunk
+/// from the end ([`Chunks`]): this thread first finishes chunk 0, the lines from `first_end`
+/// (a line start) to where it stood, with its own state; the helper meanwhile takes chunk 1,
+/// and from then on each thread takes the next chunk nearest the end. The nearest chunk that
+/// holds an answer (or meets a read error) decides, exactly as a one-thread scan would; chunks
+/// past it stop at their next check. Every line left is followed by a non-blank one, so none
+/// is subject to the whole-text trim (A19). The helper is started from a recovery thread, so
+/// it inherits that thread's lowered priority (Linux threads inherit their creator's nice
+/// value). Both threads read the one handle at explicit offsets only (`pread`; `seek_read` on
+/// Windows), never through its cursor.
+fn shared_scan(
     file: &File,
     body_start: u64,
     lines: &mut TailLines,
     cur: &mut Cursor,
+    first_end: u64,
     helper: Helper,
 ) -> Result<Option<Found>, Stop> {
-    let budget = lines.budget;
-    let Some(mid) = line_start_near(file, body_start + (cur.lo - body_start) / 2, cur.lo) else {
-        drop(helper);
-        return scan_down(file, lines, body_start, cur, 0).map(Scanned::into_found);
-    };
     #[cfg(test)]
-    SPLITS.fetch_add(1, Ordering::Relaxed);
-    let halt = AtomicBool::new(false);
-    let front = |halt: &AtomicBool| -> Result<Option<Found>, Stop> {
-        let _helper = helper;
-        let budget = Budget {
-            deadline: budget.deadline,
-            cancel: budget.cancel,
-            halt: Some(halt),
-        };
-        let mut lines = TailLines {
-            budget: &budget,
-            seen_non_blank: true,
-            count: 0,
-            unreadable: false,
-        };
-        let Some(mut cur) = Cursor::at(file, body_start, mid) else {
-            return Ok(None);
-        };
-        scan_down(file, &mut lines, body_start, &mut cur, 0).map(Scanned::into_found)
+    SHARED_SCANS.fetch_add(1, Ordering::Relaxed);
+    let budget = lines.budget;
+    let chunks = Chunks {
+        file,
+        body_start,
+        claims: Mutex::new(Claims {
+            next_end: first_end,
+            outcomes: vec![None],
+        }),
+        nearest: AtomicUsize::new(usize::MAX),
     };
     std::thread::scope(|s| {
         let started = std::thread::Builder::new()
-            .name("pi-recovery-half".into())
-            .spawn_scoped(s, || front(&halt));
-        let Ok(front_half) = started else {
-            // No thread: the whole rest here, as without a split.
-            return scan_down(file, lines, body_start, cur, 0).map(Scanned::into_found);
-        };
-        let back = scan_down(file, lines, mid, cur, 0).map(Scanned::into_found);
-        if !matches!(back, Ok(None)) || lines.unreadable {
-            halt.store(true, Ordering::Relaxed);
-            let _ = front_half.join();
-            return back;
-        }
-        let front = front_half
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        if lines.seen_non_blank {
-            return front;
-        }
-        // All blank from `mid` on: the front half's last non-blank line is the text's last.
-        match Cursor::at(file, body_start, mid) {
-            Some(mut again) => {
-                scan_down(file, lines, body_start, &mut again, 0).map(Scanned::into_found)
+            .name("pi-recovery-share".into())
+            .spawn_scoped(s, || {
+                let _helper = helper;
+                chunks.work(budget, Vec::new());
+            });
+        let first = scan_down(file, lines, first_end, cur, 0);
+        chunks.record(0, Chunk::of(first, lines));
+        chunks.work(budget, std::mem::take(&mut cur.block));
+        // Without a helper this thread took every chunk itself.
+        if let Ok(helper) = started {
+            if let Err(panic) = helper.join() {
+                std::panic::resume_unwind(panic);
             }
-            None => Ok(None),
         }
-    })
+    });
+    chunks.outcome()
 }
 
 impl Scanned {
@@ -833,12 +933,19 @@ impl Scanned {
     }
 }
 
-/// The first line start (just past an LF) at or after `at` and no later than `limit`; None
-/// when there is none within 1 MiB or on a read error.
-fn line_start_near(file: &File, at: u64, limit: u64) -> Option<u64> {
+/// Where a chunk that ends at `end` (a line start) starts: the first line start at least
+/// [`SHARE_CHUNK`] before `end`, within 1 MiB after that point; `body_start` when that point
+/// is at or before it. None when no line starts there (or on a read error).
+fn chunk_start(file: &File, body_start: u64, end: u64) -> Option<u64> {
+    let at = end.saturating_sub(SHARE_CHUNK);
+    if at <= body_start {
+        return Some(body_start);
+    }
+    // The line start must come before `end`, so the chunk is never empty.
+    let limit = (end - 1).min(at + 1024 * 1024);
     let mut buf = vec![0u8; CHUNK];
     let mut lo = at;
-    while lo < limit && lo - at < 1024 * 1024 {
+    while lo < limit {
         let n = ((limit - lo) as usize).min(CHUNK);
         file.read_exact_at(&mut buf[..n], lo).ok()?;
         if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
@@ -1002,7 +1109,7 @@ mod tests {
         let budget = Budget {
             deadline: Instant::now() + Duration::from_secs(5),
             cancel: &cancel,
-            halt: None,
+            moot: None,
         };
         let end = last_lf_end(&f, f.metadata().unwrap().len(), &budget)
             .ok()
@@ -1028,81 +1135,95 @@ mod tests {
     }
 
     #[test]
-    fn split_scans_find_what_one_thread_finds() {
-        // Files long enough for split_scan: the answer in the front half, in the back half,
-        // on a long line across the split point, and after an all-blank back half (where only
-        // the whole-text trim makes the last line parse).
-        let tmp = std::env::temp_dir().join(format!("pi-native-split-{}", std::process::id()));
+    fn shared_scans_find_what_one_thread_finds() {
+        // Files long enough for shared_scan, with the answer at the front, in the chunk the
+        // scan's own thread finishes (chunk 0), in the helper's first chunk, on a 1.5 MiB line
+        // that several chunk cuts fall into, and far from both ends; a file without an answer;
+        // and one whose last 17 MiB are blank (not shared: the trim must apply to the answer).
+        let tmp = std::env::temp_dir().join(format!("pi-native-shared-{}", std::process::id()));
         std::fs::create_dir_all(&tmp).unwrap();
         let filler = format!(
             r#"{{"type":"message","message":{{"role":"toolResult","content":[{{"type":"text","text":"{}"}}]}}}}"#,
             "x".repeat(60_000)
         );
-        let fill = |mib: usize| {
+        let fill = |kib: usize| {
             let mut s = String::new();
-            while s.len() < mib << 20 {
+            while s.len() < kib << 10 {
                 s.push_str(&filler);
                 s.push('\n');
             }
             s
         };
         let decoy = assistant("decoy", "stop");
+        let pending = assistant("pending", "pending");
+        let file = |before: usize, answer: &str, after: usize| {
+            format!(
+                "{HEADER}\n{decoy}\n{}{answer}\n{pending}\n{}",
+                fill(before),
+                fill(after)
+            )
+        };
+        let long = "a".repeat(1536 << 10);
         let cases = [
             (
                 "front",
-                format!(
-                    "{HEADER}\n{decoy}\n{}{}\n{}",
-                    fill(1),
-                    assistant("front", "stop"),
-                    fill(9)
-                ),
+                file(512, &assistant("front", "stop"), 25 << 10),
+                true,
             ),
             (
-                "back",
-                format!(
-                    "{HEADER}\n{decoy}\n{}{}\n{}",
-                    fill(7),
-                    assistant("back", "stop"),
-                    fill(3)
-                ),
+                "chunk 0",
+                file(9 << 10, &assistant("chunk 0", "stop"), 16896),
+                true,
             ),
             (
-                "across",
-                format!(
-                    "{HEADER}\n{decoy}\n{}{}\n{}",
-                    fill(2),
-                    assistant(&"a".repeat(1 << 20), "stop"),
-                    fill(4)
-                ),
+                "chunk 1",
+                file(9 << 10, &assistant("chunk 1", "stop"), 17920),
+                true,
+            ),
+            (
+                "long",
+                file(9 << 10, &assistant(&long, "stop"), 18 << 10),
+                true,
+            ),
+            (
+                "middle",
+                file(9 << 10, &assistant("middle", "stop"), 20 << 10),
+                true,
+            ),
+            (
+                "none",
+                format!("{HEADER}\n{}{pending}\n{}", fill(1 << 10), fill(24 << 10)),
+                true,
             ),
             (
                 "trimmed",
                 format!(
                     "{HEADER}\n{decoy}\n{}{}\u{a0}\n{}",
-                    fill(1),
+                    fill(9 << 10),
                     assistant("trimmed", "stop"),
-                    " \n".repeat(4 << 20)
+                    " \n".repeat(17 << 19)
                 ),
+                false,
             ),
         ];
         let cancel = AtomicBool::new(false);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        for (name, body) in &cases {
-            let before = SPLITS.load(Ordering::Relaxed);
+        for (name, body, shared) in &cases {
+            let before = SHARED_SCANS.load(Ordering::Relaxed);
             write(&tmp, "2026_s.jsonl", body);
-            let r = recover(tmp.to_str().unwrap(), Some("s"), &limits(), &cancel).unwrap();
-            let text = String::from_utf16(&r.text).unwrap();
-            let want = if *name == "across" {
-                "a".repeat(1 << 20)
-            } else {
-                name.to_string()
+            let r = recover(tmp.to_str().unwrap(), Some("s"), &limits(), &cancel);
+            let text = r.map(|r| String::from_utf16(&r.text).unwrap());
+            let want = match *name {
+                "long" => Some(long.clone()),
+                "none" => None,
+                other => Some(other.to_string()),
             };
-            assert!(text == want, "{name}: found {:.40}", text);
+            assert!(text == want, "{name}: found {:.40?}", text);
             // No other test scans files this long, so the helper is free (given a 2nd core).
             assert_eq!(
-                SPLITS.load(Ordering::Relaxed) > before,
-                cores > 1,
-                "{name}: split"
+                SHARED_SCANS.load(Ordering::Relaxed) > before,
+                *shared && cores > 1,
+                "{name}: shared"
             );
         }
         std::fs::remove_dir_all(&tmp).unwrap();
