@@ -224,6 +224,52 @@ for (const [name, impl] of backends()) {
     assert.equal(zid.state, 'zombie')
     assert.equal(impl.isSameProcess(zid), false)
   })
+
+  // Native keeps per-process answers (start times, stat handles): a pid that has been reaped and
+  // handed to a new process must be answered for the new one. ns_last_pid steers the kernel's
+  // next pid; it needs root (CAP_SYS_ADMIN) and another fork may take the number first, so it is
+  // retried, and the test skips only when the number cannot be reused at all.
+  test(`${name}: a reused pid is answered for its new process`, { skip: process.platform !== 'linux' && 'ns_last_pid is Linux-only' }, async (t) => {
+    const lastPid = '/proc/sys/kernel/ns_last_pid'
+    const first = liveChild(30)
+    await new Promise((r) => first.once('spawn', r))
+    const pid = first.pid
+    const old = { c4: impl.getProcessStartTime(pid), id: impl.getProcessIdentity(pid) }
+    assert.equal(old.c4, oracle.getProcessStartTime(pid))
+    assert.equal(impl.getProcessStartTime(pid), old.c4, 'asked again, same process')
+    first.kill('SIGKILL')
+    await new Promise((r) => first.once('exit', r))
+    assert.equal(impl.getProcessStartTime(pid), undefined, 'reaped')
+    // The legacy unit has clock-tick (10 ms) resolution: start the next process ticks later.
+    await sleep(50)
+    let second
+    for (let attempt = 0; attempt < 50 && !second; attempt++) {
+      try {
+        fs.writeFileSync(lastPid, String(pid - 1))
+      } catch (err) {
+        t.skip(`cannot steer pids (${err.code}: needs root)`)
+        return
+      }
+      const c = liveChild(30)
+      await new Promise((r) => c.once('spawn', r))
+      if (c.pid === pid) second = c
+      else c.kill('SIGKILL')
+    }
+    if (!second) {
+      t.skip(`pid ${pid} was not handed out again in 50 tries`)
+      return
+    }
+    try {
+      const c4 = impl.getProcessStartTime(pid)
+      assert.equal(c4, oracle.getProcessStartTime(pid))
+      assert.notEqual(c4, old.c4, 'the new process started later')
+      assert.equal(impl.getProcessStartTime(pid), c4, 'and it is kept for the new process')
+      assert.equal(impl.isSameProcess(old.id), false)
+      assert.equal(impl.getProcessIdentity(pid).startTimeMs > old.id.startTimeMs, true)
+    } finally {
+      second.kill('SIGKILL')
+    }
+  })
 }
 
 test('native and js backends agree on identities', () => {

@@ -8,7 +8,7 @@ pub(super) fn legacy_start_time_after_gate(pid: &KillArg, pid_text: &str) -> Opt
     // spelling (" 12", "0x1f", …) is read by its literal path, exactly as the original does.
     let text = match pid {
         KillArg::Pid(p) if *p > 0 && pid_text == p.to_string() => {
-            procfs::with_stat(*p, |t| stat_field_after_comm(t, 19))?
+            procfs::start_ticks(*p, |t| stat_field_after_comm(t, 19))?
         }
         _ => {
             let bytes = std::fs::read(format!("/proc/{pid_text}/stat")).ok()?;
@@ -42,8 +42,83 @@ pub(super) fn os_stat(pid: i32) -> Option<OsStat> {
 mod procfs {
     use std::collections::HashMap;
     use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Mutex, OnceLock};
+
+    /// A process's start time never changes, so C4's answer is kept per process, next to a pidfd
+    /// of that process: while `pidfd_send_signal(pidfd, 0)` succeeds, the pid still names the
+    /// process that was read (a pid number is only reused after its process is reaped, and then
+    /// the pidfd answers ESRCH), so one syscall replaces generating and parsing the stat line.
+    static STARTS: OnceLock<Mutex<HashMap<i32, Started>>> = OnceLock::new();
+    /// A pidfd of the process, and what `parse` made of its stat line.
+    type Started = (OwnedFd, Option<f64>);
+    /// Set once pidfd_open turns out to be unavailable (kernel < 5.3, a seccomp filter).
+    static NO_PIDFD: AtomicBool = AtomicBool::new(false);
+
+    /// `parse` applied to `/proc/<pid>/stat`, answered from the per-process cache when it still
+    /// holds that process; None when the process is gone (or its stat cannot be read).
+    pub fn start_ticks(pid: i32, parse: impl Fn(&str) -> Option<f64>) -> Option<Option<f64>> {
+        let starts = STARTS.get_or_init(|| Mutex::new(HashMap::new()));
+        {
+            let mut map = starts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((fd, ticks)) = map.get(&pid) {
+                if pidfd_alive(fd) {
+                    return Some(*ticks);
+                }
+                map.remove(&pid);
+            }
+        }
+        // The pidfd is taken before the read: if its process is still alive after the read,
+        // the pid named that process all along, so the text read was its own.
+        let Some(fd) = pidfd_open(pid) else {
+            return with_stat(pid, parse);
+        };
+        let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        let ticks = parse(&String::from_utf8_lossy(&bytes));
+        if pidfd_alive(&fd) {
+            let mut map = starts.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() >= MAX_HANDLES {
+                map.clear();
+            }
+            map.insert(pid, (fd, ticks));
+        }
+        Some(ticks)
+    }
+
+    fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+        if NO_PIDFD.load(Ordering::Relaxed) {
+            return None;
+        }
+        // SAFETY: pidfd_open(pid, flags) takes two integers and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            let err = std::io::Error::last_os_error().raw_os_error();
+            if matches!(err, Some(libc::ENOSYS | libc::EPERM)) {
+                NO_PIDFD.store(true, Ordering::Relaxed);
+            }
+            return None;
+        }
+        // SAFETY: the kernel just returned this fd to us and nothing else owns it.
+        Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    /// Signal 0 through the pidfd: 0 while its process exists (zombies included, as for
+    /// kill(2)); ESRCH once it has been reaped.
+    fn pidfd_alive(fd: &OwnedFd) -> bool {
+        // SAFETY: a valid pidfd, signal 0 (no signal sent), no siginfo, no flags.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                0,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        r == 0
+    }
 
     /// Open `/proc/<pid>/stat` handles, re-read with pread: about half the cost of
     /// open+read+close. A handle is bound to the process it was opened for, not to the number:
