@@ -30,6 +30,11 @@ async function probed(fn) {
   }
 }
 
+// Under qemu (scripts/test-arm64.sh) the JS thread itself runs several times slower, slices and
+// GC pauses included: the bound is tripled, which still fails one parse of the whole listing
+// (350–590 ms there, against 80–140 ms on x64). Wine runs x64 code natively: the bound stays.
+const bound = process.env.PI_NATIVE_EMULATED === 'qemu' ? 150 : 50
+
 for (const [name, s] of backends()) {
   test(`listEntries of 20,000 entries: exact result${name === 'native' ? ', no long event-loop block' : ''} (${name})`, async (t) => {
     assert.ok(expected.length > 18_000 && expected.length < 20_000)
@@ -37,14 +42,16 @@ for (const [name, s] of backends()) {
     // native backend promises the bound. Wall-clock gaps can also come from outside (a busy
     // machine): up to 3 rounds, one under the bound passes; one big parse fails all 3.
     const gaps = []
+    let ownGap
     for (let i = 0; i < (name === 'native' ? 3 : 1); i++) {
       const { value, maxGap, maxOwnGap } = await probed(() => s.listEntries(agentDir))
       assert.equal(value.length, expected.length)
       assert.deepStrictEqual(value, expected)
-      gaps.push(`${Math.round(maxOwnGap)} (raw ${Math.round(maxGap)})`)
-      if (maxOwnGap < 50) break
+      gaps.push(`${maxOwnGap.toFixed(1)} (raw ${maxGap.toFixed(1)})`)
+      ownGap = maxOwnGap
+      if (ownGap < bound) break
     }
-    t.diagnostic(`event-loop gaps (ms, own (raw)): ${gaps.join(', ')}`)
-    if (name === 'native') assert.ok(parseFloat(gaps.at(-1)) < 50, `event-loop gaps ${gaps.join(', ')} ms`)
+    t.diagnostic(`event-loop gaps (ms, own (raw)): ${gaps.join(', ')}; bound ${bound} ms`)
+    if (name === 'native') assert.ok(ownGap < bound, `event-loop gaps ${gaps.join(', ')} ms, bound ${bound} ms`)
   })
 }
