@@ -91,8 +91,15 @@ mod procfs {
         if NO_PIDFD.load(Ordering::Relaxed) {
             return None;
         }
+        // syscall(2) reads its variadic arguments as longs, so each is passed as one.
         // SAFETY: pidfd_open(pid, flags) takes two integers and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_open,
+                libc::c_long::from(pid),
+                0 as libc::c_long,
+            )
+        };
         if fd < 0 {
             let err = std::io::Error::last_os_error().raw_os_error();
             if matches!(err, Some(libc::ENOSYS | libc::EPERM)) {
@@ -111,10 +118,10 @@ mod procfs {
         let r = unsafe {
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                0,
+                libc::c_long::from(fd.as_raw_fd()),
+                0 as libc::c_long,
                 std::ptr::null::<libc::siginfo_t>(),
-                0,
+                0 as libc::c_long,
             )
         };
         r == 0
