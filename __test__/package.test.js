@@ -87,6 +87,44 @@ test('the tarball carries the loader, the types, the JS layers and the linux-x64
   assert.ok(!fs.existsSync(path.join(consumer, 'node_modules', '@napi-rs')), 'no build tooling installed')
 })
 
+test('a host that installed the tarball passes npm ci, and so does this repository', () => {
+  // Host CI runs `npm ci` on the lockfile that installing the tarball wrote; npm ci refuses a
+  // lockfile that lacks an entry for any dependency the package names (an optional one that no
+  // registry has yet included). A sibling folder keeps the lockfile's `file:../…` path valid.
+  const host = path.join(path.dirname(consumer), 'host-ci')
+  fs.mkdirSync(host)
+  for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(consumer, f), path.join(host, f))
+  sh('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], host)
+  assert.ok(fs.existsSync(path.join(host, 'node_modules', 'pi-native', 'pi-native.linux-x64-gnu.node')))
+  // The repository's own lockfile is in sync with its manifest (npm ci --dry-run checks only that).
+  sh('npm', ['ci', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'], root)
+})
+
+test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the registry main package names every target package and carries no binary', () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-pack-all-'))
+  try {
+    sh(path.join(root, 'scripts', 'pack-all.sh'), [out], root)
+    const manifestOf = (tgz) => JSON.parse(sh('tar', ['-xzOf', tgz, 'package/package.json'], out))
+    const filesOf = (tgz) => sh('tar', ['-tzf', tgz], out).trim().split('\n').sort()
+    const { version } = require('../package.json')
+    const fat = path.join(out, `pi-native-${version}.tgz`)
+    const registry = path.join(out, 'registry', `pi-native-${version}.tgz`)
+    assert.equal(manifestOf(fat).optionalDependencies, undefined)
+    assert.equal(manifestOf(fat).scripts.prepare, undefined)
+    const targets = fs.readdirSync(path.join(root, 'npm')).sort()
+    assert.equal(targets.length, 5)
+    const reg = manifestOf(registry)
+    assert.deepEqual(reg.optionalDependencies, Object.fromEntries(targets.map((t) => [`pi-native-${t}`, version])))
+    assert.equal(reg.scripts.prepare, undefined)
+    assert.deepEqual(filesOf(registry), filesOf(fat).filter((f) => !f.endsWith('.node')))
+    assert.ok(filesOf(fat).includes('package/pi-native.linux-x64-gnu.node'))
+    const own = path.join(out, `pi-native-linux-x64-gnu-${version}.tgz`)
+    assert.deepEqual(filesOf(own).filter((f) => !f.endsWith('.md')), ['package/package.json', 'package/pi-native.linux-x64-gnu.node'])
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true })
+  }
+})
+
 test('require: root and every subpath, native backend, every name a function', () => {
   const script = `
     const names = ${JSON.stringify(SUBPATHS)}
