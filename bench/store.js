@@ -83,18 +83,7 @@ const contentionCost = (nat, j) =>
   `attempts per success native ${nat.attemptsPerSuccess.toFixed(1)}, js ${j.attemptsPerSuccess.toFixed(1)}; ` +
   `CPU per success native ${(nat.cpuUsPerSuccess / 1000).toFixed(2)} ms, js ${(j.cpuUsPerSuccess / 1000).toFixed(2)} ms`
 
-/** Median wall time (ns) of `fn` (async), over `rounds` batches of `n` calls. */
-async function medianAsync(fn, n = 500, rounds = 9) {
-  const xs = []
-  for (let r = 0; r < rounds; r++) {
-    const t = process.hrtime.bigint()
-    for (let i = 0; i < n; i++) await fn()
-    xs.push(Number(process.hrtime.bigint() - t) / n)
-  }
-  return xs.sort((a, b) => a - b)[(rounds - 1) >> 1]
-}
-
-/** Medians (ns per call) of several async functions, measured in interleaved batches. */
+/** Medians (ns per call) of several async functions, over `rounds` interleaved batches of `n` calls each. */
 async function interleavedMedians(fns, n = 300, rounds = 9) {
   const xs = Object.fromEntries(Object.keys(fns).map((k) => [k, []]))
   for (let r = 0; r < rounds; r++) {
@@ -106,6 +95,9 @@ async function interleavedMedians(fns, n = 300, rounds = 9) {
   }
   return Object.fromEntries(Object.entries(xs).map(([k, v]) => [k, v.sort((a, b) => a - b)[(rounds - 1) >> 1]]))
 }
+
+/** Median wall time (ns) of `fn` (async), over `rounds` batches of `n` calls. */
+const medianAsync = async (fn, n = 500, rounds = 9) => (await interleavedMedians({ fn }, n, rounds)).fn
 
 /** Median kernel CPU time (ns) per call of `fn` (sync): what its syscalls cost, whoever makes them. */
 function kernelNs(fn, n = 1000, rounds = 9) {
