@@ -201,6 +201,13 @@ export declare function storeList(agentDir: string): Promise<ListChunks>
  */
 export declare function storeRead(file: string): Promise<EntryText | null>
 
+/**
+ * readEntry core on the JS thread, when the kernel can read the file without waiting (Linux,
+ * a local file system, everything cached): what `storeRead` would resolve, or undefined when
+ * the read must go to the pool (`storeRead`).
+ */
+export declare function storeReadNow(file: string): EntryText | null | undefined
+
 /** removeEntry core; `wait` as in [`store_write`]. */
 export declare function storeRemove(file: string, wait: boolean): Promise<void | null>
 

@@ -858,6 +858,7 @@ module.exports.storeCasJudgedSync = nativeBinding.storeCasJudgedSync
 module.exports.storeCasSync = nativeBinding.storeCasSync
 module.exports.storeList = nativeBinding.storeList
 module.exports.storeRead = nativeBinding.storeRead
+module.exports.storeReadNow = nativeBinding.storeReadNow
 module.exports.storeRemove = nativeBinding.storeRemove
 module.exports.storeWrite = nativeBinding.storeWrite
 module.exports.sweepOrphanTempFiles = nativeBinding.sweepOrphanTempFiles

@@ -5,6 +5,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
 const { spawnSync } = require('node:child_process')
@@ -334,3 +335,118 @@ for (const [name, s] of backends()) {
     fs.rmSync(path.join(dir, 'worker-fifo.json'))
   })
 }
+
+// Linux reads a cached entry on the JS thread (openat2 RESOLVE_CACHED + preadv2 RWF_NOWAIT,
+// ARCHITECTURE.md "Reads on the JS thread"); what it answers must be what the pool's read answers,
+// and a read the kernel would have to wait for must go to the pool.
+const readNowSkip =
+  process.platform !== 'linux'
+    ? 'reads on the JS thread are Linux-only'
+    : process.env.PI_NATIVE_EMULATED === 'qemu' && 'qemu-user does not implement openat2'
+const memoryRoot = fs.existsSync('/dev/shm') && fs.statSync('/dev/shm').isDirectory() ? '/dev/shm' : null
+for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
+  test(`native (${where}): a cached entry is read on the JS thread, with the pool's answer`, { skip: readNowSkip || (where !== 'tmpdir' && !root && 'no /dev/shm') }, async () => {
+    const binding = require('../index.js')
+    const native = require('../lib/native.js')
+    const a = root ? fs.mkdtempSync(path.join(root, 'pi-native-read-now-')) : tempAgentDir()
+    try {
+      const dir = matrixDir(a)
+      fs.mkdirSync(dir, { recursive: true })
+      const { violations, valid } = validationCases()
+      const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v))
+      const cases = [
+        ...Object.entries(violations).map(([k, make]) => [k, text(make())]),
+        ...Object.entries(valid).map(([k, make]) => [k, text(make())]),
+        ...Object.entries(grammarCases()),
+      ]
+      let n = 0
+      let taken = 0
+      for (const [label, body] of cases) {
+        const f = path.join(dir, `case-${n++}.json`)
+        fs.writeFileSync(f, body)
+        const pooled = await binding.storeRead(f) // the pool's answer; the directory is learned
+        const now = binding.storeReadNow(f)
+        const size = Buffer.byteLength(body)
+        if (size > 0 && size <= 64 * 1024) {
+          assert.notEqual(now, undefined, `${label}: a cached ${size}-byte file is read on the JS thread`)
+          taken++
+        }
+        if (now !== undefined) assert.deepStrictEqual(now, pooled, `${label}: same answer as the pool`)
+        const oracle = oracleRead(Buffer.isBuffer(body) ? body.toString('utf8') : body)
+        assert.deepStrictEqual(await native.readEntry(a, path.basename(f, '.json')), oracle, `${label}: oracle`)
+      }
+      assert.ok(taken > 40, `${taken} reads on the JS thread`)
+      // Not a regular file: answered on the JS thread as absent, as the pool answers.
+      assert.equal(spawnSync('mkfifo', [path.join(dir, 'fifo.json')]).status, 0)
+      fs.mkdirSync(path.join(dir, 'dir.json'))
+      for (const name of ['fifo.json', 'dir.json']) {
+        assert.equal(binding.storeReadNow(path.join(dir, name)), null, name)
+        assert.equal(await binding.storeRead(path.join(dir, name)), null, name)
+      }
+      // A symlink to a valid entry is followed, as readFile follows it. (The kernel may refuse a
+      // cached walk through a symlink, e.g. when following it must update its atime.)
+      const good = makeEntry('worker', 'good')
+      fs.writeFileSync(path.join(dir, 'target.data'), JSON.stringify(good))
+      fs.symlinkSync('target.data', path.join(dir, 'worker-link.json'))
+      assert.deepStrictEqual(await native.readEntry(a, 'worker-link'), good)
+      const link = path.join(dir, 'worker-link.json')
+      const linkNow = binding.storeReadNow(link)
+      if (linkNow !== undefined) assert.deepStrictEqual(linkNow, await binding.storeRead(link))
+      // Larger than 64 KiB, or empty: left to the pool.
+      const big = makeEntry('worker', 'big')
+      big.agent.resumeContext.contextPointers[0].metadata = { blob: 'x'.repeat(70 * 1024) }
+      fs.writeFileSync(path.join(dir, 'worker-big.json'), JSON.stringify(big))
+      assert.ok(isDeepStrictEqual(await native.readEntry(a, 'worker-big'), big), 'a 70 KiB entry reads')
+      assert.equal(binding.storeReadNow(path.join(dir, 'worker-big.json')), undefined)
+      fs.writeFileSync(path.join(dir, 'worker-empty.json'), '')
+      assert.equal(await native.readEntry(a, 'worker-empty'), undefined)
+      assert.equal(binding.storeReadNow(path.join(dir, 'worker-empty.json')), undefined)
+      // A directory never read through the pool is not read on the JS thread.
+      const other = root ? fs.mkdtempSync(path.join(root, 'pi-native-read-now-')) : tempAgentDir()
+      try {
+        await native.writeEntry(other, good)
+        assert.equal(binding.storeReadNow(native.entryPath(other, 'worker-good')), undefined)
+        assert.deepStrictEqual(await native.readEntry(other, 'worker-good'), good)
+        assert.deepStrictEqual(binding.storeReadNow(native.entryPath(other, 'worker-good')), await binding.storeRead(native.entryPath(other, 'worker-good')))
+      } finally {
+        fs.rmSync(other, { recursive: true, force: true })
+      }
+    } finally {
+      fs.rmSync(a, { recursive: true, force: true })
+    }
+  })
+}
+
+// RWF_NOWAIT: pages evicted from the page cache (written back, then dropped with dd's nocache
+// flag, i.e. POSIX_FADV_DONTNEED) need disk I/O, which the JS thread must not wait for. The
+// refused read starts readahead, and on a fast virtual disk that I/O sometimes completes before
+// the kernel looks again, so a read may still succeed without waiting; most must be refused.
+const diskSkip = readNowSkip || (spawnSync('dd', ['--version']).status !== 0 && 'no GNU dd')
+test('native: an entry whose pages left the page cache is read on the pool, not on the JS thread', { skip: diskSkip }, async (t) => {
+  const binding = require('../index.js')
+  const native = require('../lib/native.js')
+  const fsType = spawnSync('stat', ['-f', '-c', '%T', os.tmpdir()], { encoding: 'utf8' }).stdout.trim()
+  if (/tmpfs|ramfs/.test(fsType)) return t.skip(`${os.tmpdir()} is ${fsType}: its pages cannot leave memory`)
+  const a = tempAgentDir()
+  try {
+    let evicted = 0
+    for (let i = 0; i < 20; i++) {
+      const e = makeEntry('worker', `cold-${i}`)
+      await native.writeEntry(a, e)
+      const f = native.entryPath(a, e.entryId)
+      const fd = fs.openSync(f, 'r')
+      fs.fsyncSync(fd) // dirty pages cannot be dropped
+      fs.closeSync(fd)
+      assert.deepStrictEqual(await native.readEntry(a, e.entryId), e)
+      assert.deepStrictEqual(binding.storeReadNow(f), await binding.storeRead(f), 'cached: read on the JS thread')
+      assert.equal(spawnSync('dd', [`if=${f}`, 'iflag=nocache', 'count=0', 'status=none']).status, 0)
+      if (binding.storeReadNow(f) === undefined) evicted++
+      assert.deepStrictEqual(await native.readEntry(a, e.entryId), e, 'evicted: the pool reads it')
+    }
+    // Without RWF_NOWAIT every one of them is read on the JS thread (I checked).
+    assert.ok(evicted >= 1, `${evicted} of 20 evicted files were left to the pool`)
+    t.diagnostic(`${evicted} of 20 evicted files were left to the pool`)
+  } finally {
+    fs.rmSync(a, { recursive: true, force: true })
+  }
+})

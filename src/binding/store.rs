@@ -53,20 +53,33 @@ pub struct EntryText {
     pub pending: Vec<Utf16String>,
 }
 
+fn entry_text(r: core::ReadOut) -> EntryText {
+    EntryText {
+        text: r.text,
+        pending: utf16_list(r.pending),
+    }
+}
+
 /// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
 /// Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
 #[napi(catch_unwind, ts_return_type = "Promise<EntryText | null>")]
 pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
     on_pool(
         env,
-        move || Ok(core::read_entry(&file)),
-        |_, r| {
-            Ok(r.map(|r| EntryText {
-                text: r.text,
-                pending: utf16_list(r.pending),
-            }))
-        },
+        move || Ok(core::read_entry_on_pool(&file)),
+        |_, r| Ok(r.map(entry_text)),
     )
+}
+
+/// readEntry core on the JS thread, when the kernel can read the file without waiting (Linux,
+/// a local file system, everything cached): what `storeRead` would resolve, or undefined when
+/// the read must go to the pool (`storeRead`).
+#[napi(catch_unwind, ts_return_type = "EntryText | null | undefined")]
+pub fn store_read_now(file: String) -> Either<Option<EntryText>, Undefined> {
+    match core::read_entry_now(&file) {
+        Some(r) => Either::A(r.map(entry_text)),
+        None => Either::B(()),
+    }
 }
 
 /// Target size of one [`ListChunk`]'s JSON text: V8 parses it in well under a millisecond, so the

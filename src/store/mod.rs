@@ -60,10 +60,15 @@ pub fn read_text(path: &str) -> Option<String> {
         }
         bytes.truncate(got);
     }
-    Some(match String::from_utf8(bytes) {
+    Some(text_of(bytes))
+}
+
+/// A file's bytes as `readFile(…, 'utf8')` decodes them (invalid sequences become U+FFFD).
+fn text_of(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    }
 }
 
 /// A file that parsed and validated (possibly pending V8's word on some timestamps).
@@ -77,7 +82,11 @@ pub struct Loaded {
 
 /// B3: read, parse (G3) and validate (V1–V20); None = absent.
 pub fn load(path: &str, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
-    let text = read_text(path)?;
+    accept(read_text(path)?, known)
+}
+
+/// B3 after the read: parse (G3) and validate (V1–V20).
+fn accept(text: String, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
     let value = json::parse(&text)?;
     let pending = match entry::validate(&value, known) {
         Verdict::Invalid => return None,
@@ -104,10 +113,35 @@ fn no_known(_: &[u16]) -> Option<bool> {
 
 /// `readEntry` core.
 pub fn read_entry(path: &str) -> Option<ReadOut> {
-    load(path, &no_known).map(|l| ReadOut {
-        text: l.text,
-        pending: l.pending,
-    })
+    load(path, &no_known).map(ReadOut::from)
+}
+
+impl From<Loaded> for ReadOut {
+    fn from(l: Loaded) -> Self {
+        ReadOut {
+            text: l.text,
+            pending: l.pending,
+        }
+    }
+}
+
+/// `readEntry` core on libuv's pool: [`read_entry`], after which the file's directory may be
+/// read on the JS thread ([`read_entry_now`]).
+pub fn read_entry_on_pool(path: &str) -> Option<ReadOut> {
+    let out = read_entry(path);
+    platform::read_now::learn(path);
+    out
+}
+
+/// `readEntry` core on the JS thread: `Some(answer)` when the kernel could read the file
+/// without waiting (platform::read_now), None when the read must go to the pool.
+pub fn read_entry_now(path: &str) -> Option<Option<ReadOut>> {
+    use platform::read_now::ReadNow;
+    match platform::read_now::read_now(path) {
+        ReadNow::Bytes(bytes) => Some(accept(text_of(bytes), &no_known).map(ReadOut::from)),
+        ReadNow::Absent => Some(None),
+        ReadNow::WouldBlock => None,
+    }
 }
 
 /// `listEntries` core (B5): names ending in `.json`, in UTF-16 order, read concurrently

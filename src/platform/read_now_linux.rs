@@ -1,0 +1,233 @@
+//! Reads the JS thread may make itself, because the kernel refuses instead of waiting (Linux).
+//!
+//! A `readEntry` of a small file whose directory and pages are cached costs a few microseconds
+//! of syscalls, but a hop to libuv's pool and back costs ~45 µs on a small VM. So the file is
+//! first read with the kernel's non-blocking forms, the ones io_uring issues inline before it
+//! punts work to a thread: `openat2(RESOLVE_CACHED)` + `O_NONBLOCK` (fails with EAGAIN when a
+//! path component is not in the dentry cache or needs revalidation) and `preadv2(RWF_NOWAIT)`
+//! (fails with EAGAIN when a page is not in the page cache). Any refusal sends the read to the
+//! pool, which makes it the ordinary way.
+//!
+//! It is tried only in directories learned off the JS thread ([`learn`]) to be on a file system
+//! whose files are local: a disk file system that honours `RWF_NOWAIT`, or a memory one (tmpfs,
+//! ramfs), whose reads only touch memory. Network and FUSE file systems are never read here,
+//! since their `fstat` or `read` may wait for a server.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// What a read on the JS thread found.
+pub enum ReadNow {
+    /// The file's bytes.
+    Bytes(Vec<u8>),
+    /// The file is certainly absent, or not a regular file: the pool's read would find nothing.
+    Absent,
+    /// The read would have to wait, or was not tried: make it on the pool.
+    WouldBlock,
+}
+
+/// Files larger than this are read on the pool: their parse alone is a long stretch of the JS
+/// thread, and process-matrix entries are a few KiB.
+const MAX_BYTES: u64 = 64 * 1024;
+
+/// How many directories are remembered (a host uses one or two agent directories).
+const MAX_DIRS: usize = 16;
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A disk file system: reads pass `RWF_NOWAIT`.
+    Disk,
+    /// tmpfs or ramfs: pages live in memory (tmpfs refuses `RWF_NOWAIT` with EOPNOTSUPP).
+    Memory,
+}
+
+struct Known {
+    dir: String,
+    dev: u64,
+    kind: Kind,
+}
+
+static KNOWN: Mutex<Vec<Known>> = Mutex::new(Vec::new());
+
+/// Set once `openat2` or `RESOLVE_CACHED` is missing (kernel < 5.12, or a seccomp filter).
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+fn dir_of(path: &str) -> Option<&str> {
+    path.rfind('/')
+        .map(|i| &path[..i])
+        .filter(|d| !d.is_empty())
+}
+
+fn known(dir: &str) -> Option<(u64, Kind)> {
+    let known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    known.iter().find(|k| k.dir == dir).map(|k| (k.dev, k.kind))
+}
+
+fn forget(dir: &str) {
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    known.retain(|k| k.dir != dir);
+}
+
+/// ramfs's `statfs` magic (linux/magic.h; the libc crate does not name it).
+const RAMFS_MAGIC: libc::c_long = 0x8584_58f6;
+
+/// The kind of file system `statfs` reports, when its files may be read on the JS thread.
+fn kind_of(fs_type: libc::c_long) -> Option<Kind> {
+    match fs_type {
+        libc::TMPFS_MAGIC | RAMFS_MAGIC => Some(Kind::Memory),
+        libc::EXT4_SUPER_MAGIC
+        | libc::XFS_SUPER_MAGIC
+        | libc::BTRFS_SUPER_MAGIC
+        | libc::F2FS_SUPER_MAGIC
+        | libc::OVERLAYFS_SUPER_MAGIC => Some(Kind::Disk),
+        _ => None,
+    }
+}
+
+/// Off the JS thread, after a pool read of `path`: note whether its directory's files may be
+/// read on the JS thread from now on. Costs two syscalls the first time a directory is seen.
+pub fn learn(path: &str) {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(dir) = dir_of(path) else { return };
+    if known(dir).is_some() {
+        return;
+    }
+    let Ok(c) = std::ffi::CString::new(dir) else {
+        return;
+    };
+    // SAFETY: statfs is plain integers, for which zero is a valid value.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `fs` a statfs buffer the call fills.
+    if unsafe { libc::statfs(c.as_ptr(), &mut fs) } != 0 {
+        return;
+    }
+    let Some(kind) = kind_of(fs.f_type as libc::c_long) else {
+        return;
+    };
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return;
+    };
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if known.iter().any(|k| k.dir == dir) {
+        return;
+    }
+    if known.len() >= MAX_DIRS {
+        known.remove(0);
+    }
+    known.push(Known {
+        dir: dir.to_owned(),
+        dev: meta.dev(),
+        kind,
+    });
+}
+
+/// `openat2(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, RESOLVE_CACHED)`.
+fn open_cached(path: &std::ffi::CStr) -> Result<File, i32> {
+    // SAFETY: open_how is plain integers; zero is "no flags" for each.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_CACHED;
+    // SAFETY: a valid path and `open_how` of the size passed; the fd returned is ours to own.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD as libc::c_long,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// `preadv2(fd, buf, offset, RWF_NOWAIT)` for disk files, plain `pread` for memory ones.
+fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> Result<usize, i32> {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let flags = match kind {
+        Kind::Disk => libc::RWF_NOWAIT,
+        Kind::Memory => 0,
+    };
+    // SAFETY: one iovec over `buf`, which outlives the call. On 64-bit targets the whole offset
+    // goes in `pos_l` (the kernel shifts `pos_h` out).
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_preadv2,
+            f.as_raw_fd() as libc::c_long,
+            &iov as *const libc::iovec,
+            1 as libc::c_long,
+            offset as libc::c_long,
+            0 as libc::c_long,
+            flags as libc::c_long,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    Ok(n as usize)
+}
+
+/// Read `path` on the calling thread if the kernel can answer without waiting.
+pub fn read_now(path: &str) -> ReadNow {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return ReadNow::WouldBlock;
+    }
+    let Some(dir) = dir_of(path) else {
+        return ReadNow::WouldBlock;
+    };
+    let Some((dev, kind)) = known(dir) else {
+        return ReadNow::WouldBlock;
+    };
+    let Ok(c) = std::ffi::CString::new(path) else {
+        return ReadNow::WouldBlock;
+    };
+    let f = match open_cached(&c) {
+        Ok(f) => f,
+        // A cached negative entry, or a cached non-directory on the way: certain answers.
+        Err(libc::ENOENT) | Err(libc::ENOTDIR) => return ReadNow::Absent,
+        Err(libc::ENOSYS) | Err(libc::EINVAL) | Err(libc::EPERM) => {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+            return ReadNow::WouldBlock;
+        }
+        Err(_) => return ReadNow::WouldBlock,
+    };
+    let Ok(meta) = f.metadata() else {
+        return ReadNow::WouldBlock;
+    };
+    if meta.dev() != dev {
+        // Something else is mounted there now, or the entry links elsewhere: learn again.
+        forget(dir);
+        return ReadNow::WouldBlock;
+    }
+    if !meta.file_type().is_file() {
+        return ReadNow::Absent;
+    }
+    let size = meta.len();
+    if size == 0 || size > MAX_BYTES {
+        return ReadNow::WouldBlock;
+    }
+    // Read up to the size fstat gave, stopping early at EOF, as the pool's read does.
+    let mut bytes = vec![0u8; size as usize];
+    let mut got = 0;
+    while got < bytes.len() {
+        match read_at(&f, &mut bytes[got..], got as u64, kind) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(libc::EINTR) => {}
+            Err(_) => return ReadNow::WouldBlock,
+        }
+    }
+    bytes.truncate(got);
+    ReadNow::Bytes(bytes)
+}
