@@ -16,7 +16,16 @@ const { makeEntry } = require('./store-fixtures.js')
 const ROUNDS = 20
 // Pausing a holder needs SIGSTOP/SIGCONT; Windows has no such signals (no test can pause a process there).
 const NO_SIGSTOP = process.platform === 'win32' && 'needs SIGSTOP/SIGCONT to pause a holder; Windows has none'
-const base = () => fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'pi-native-paused-'))
+// On tmpfs, i.e. in memory: every directory made is removed when the file's tests end.
+const made = []
+const base = () => {
+  const d = fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'pi-native-paused-'))
+  made.push(d)
+  return d
+}
+test.after(() => {
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true })
+})
 
 /** Run a node script; resolves { code, out, child } when it exits. */
 function node(script, env = {}) {

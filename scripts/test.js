@@ -5,6 +5,7 @@
 // Every step runs; the exit code is non-zero if any failed.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 
 const root = path.resolve(__dirname, '..')
@@ -28,9 +29,20 @@ if (binaryState() !== null) run('build', napi, ['build', '--platform', '--releas
 const inGit = spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: root }).status === 0
 if (inGit) run('generated loader and types match the build', 'git', ['diff', '--exit-code', '--', 'index.js', 'index.d.ts'])
 
+// Each step's temp files go to a directory of its own (TMPDIR, which os.tmpdir() reads on
+// Unix), removed after the step: a test that leaves a temp directory behind, or a test process
+// killed mid-way, leaves nothing in the machine's /tmp.
+function ownTmp(name, bin, args) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-test-'))
+  try {
+    run(name, bin, args, { env: { ...process.env, TMPDIR: tmp, TMP: tmp, TEMP: tmp } })
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+}
 run('cargo fmt', 'cargo', ['fmt', '--check'])
 run('cargo clippy', 'cargo', ['clippy', '--all-targets', '--quiet', '--', '-D', 'warnings'])
-run('cargo test', 'cargo', ['test', '--quiet'])
+ownTmp('cargo test', 'cargo', ['test', '--quiet'])
 // Explicit file list: `node --test <dir>` means different things on Node 20 and 22+.
 const testFiles = fs
   .readdirSync(path.join(root, '__test__'))
@@ -42,8 +54,8 @@ const testFiles = fs
 const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
 const shared = testFiles.filter((f) => !isolated.includes(f))
 function nodeTests(bin, version) {
-  run(`node tests (Node ${version})`, bin, ['--test', ...shared])
-  for (const f of isolated) run(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f])
+  ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared])
+  for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f])
 }
 nodeTests(process.execPath, process.versions.node)
 
