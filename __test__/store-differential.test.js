@@ -376,6 +376,16 @@ for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
         assert.deepStrictEqual(await native.readEntry(a, path.basename(f, '.json')), oracle, `${label}: oracle`)
       }
       assert.ok(taken > 40, `${taken} reads on the JS thread`)
+      // A read that would update the access time of a file on a disk (relatime: its first read
+      // after a write) dirties the inode, which may wait for the journal: left to the pool.
+      const fresh = path.join(dir, 'worker-fresh.json')
+      fs.writeFileSync(fresh, JSON.stringify(makeEntry('worker', 'fresh')))
+      const mount = spawnSync('findmnt', ['-n', '-o', 'FSTYPE,OPTIONS', '--target', dir], { encoding: 'utf8' }).stdout ?? ''
+      const onDisk = !/^(tmpfs|ramfs)\s/.test(mount)
+      if (onDisk && /\brelatime\b/.test(mount)) assert.equal(binding.storeReadNow(fresh), undefined, 'a fresh file on a relatime disk mount')
+      if (!onDisk) assert.notEqual(binding.storeReadNow(fresh), undefined, 'a fresh file in memory')
+      const freshPooled = await binding.storeRead(fresh)
+      if (mount) assert.deepStrictEqual(binding.storeReadNow(fresh), freshPooled, 'once read, on the JS thread')
       // Not a regular file: answered on the JS thread as absent, as the pool answers.
       assert.equal(spawnSync('mkfifo', [path.join(dir, 'fifo.json')]).status, 0)
       fs.mkdirSync(path.join(dir, 'dir.json'))

@@ -11,7 +11,9 @@
 //! It is tried only in directories learned off the JS thread ([`learn`]) to be on a file system
 //! whose files are local: a disk file system that honours `RWF_NOWAIT`, or a memory one (tmpfs,
 //! ramfs), whose reads only touch memory. Network and FUSE file systems are never read here,
-//! since their `fstat` or `read` may wait for a server.
+//! since their `fstat` or `read` may wait for a server. On a disk file system a read that would
+//! update the access time is left to the pool too (it dirties the inode, which may wait for the
+//! journal), and so are all reads on a `strictatime` mount.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -44,10 +46,22 @@ enum Kind {
     Memory,
 }
 
+/// Whether a read may update the file's access time (the mount's atime mode): on a disk file
+/// system that dirties the inode, which can wait for the journal, so such reads go to the pool.
+#[derive(Clone, Copy, PartialEq)]
+enum Atime {
+    /// `noatime`, or a memory file system (no journal to wait for).
+    Never,
+    /// `relatime`: only when the access time is not after the change and modification times,
+    /// or is a day old.
+    Relative,
+}
+
 struct Known {
     dir: String,
     dev: u64,
     kind: Kind,
+    atime: Atime,
 }
 
 static KNOWN: Mutex<Vec<Known>> = Mutex::new(Vec::new());
@@ -61,9 +75,12 @@ fn dir_of(path: &str) -> Option<&str> {
         .filter(|d| !d.is_empty())
 }
 
-fn known(dir: &str) -> Option<(u64, Kind)> {
+fn known(dir: &str) -> Option<(u64, Kind, Atime)> {
     let known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
-    known.iter().find(|k| k.dir == dir).map(|k| (k.dev, k.kind))
+    known
+        .iter()
+        .find(|k| k.dir == dir)
+        .map(|k| (k.dev, k.kind, k.atime))
 }
 
 fn forget(dir: &str) {
@@ -73,6 +90,10 @@ fn forget(dir: &str) {
 
 /// ramfs's `statfs` magic (linux/magic.h; the libc crate does not name it).
 const RAMFS_MAGIC: libc::c_long = 0x8584_58f6;
+
+/// `statvfs` mount flags (linux/statfs.h; the libc crate names them for glibc only).
+const ST_NOATIME: u64 = 1024;
+const ST_RELATIME: u64 = 4096;
 
 /// The kind of file system `statfs` reports, when its files may be read on the JS thread.
 fn kind_of(fs_type: libc::c_long) -> Option<Kind> {
@@ -88,7 +109,7 @@ fn kind_of(fs_type: libc::c_long) -> Option<Kind> {
 }
 
 /// Off the JS thread, after a pool read of `path`: note whether its directory's files may be
-/// read on the JS thread from now on. Costs two syscalls the first time a directory is seen.
+/// read on the JS thread from now on. Costs three syscalls the first time a directory is seen.
 pub fn learn(path: &str) {
     if UNSUPPORTED.load(Ordering::Relaxed) {
         return;
@@ -109,6 +130,20 @@ pub fn learn(path: &str) {
     let Some(kind) = kind_of(fs.f_type as libc::c_long) else {
         return;
     };
+    // SAFETY: statvfs is plain integers, for which zero is a valid value.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as for statfs above; statvfs adds the mount flags statfs's libc type leaves out.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
+        return;
+    }
+    let flags = vfs.f_flag as u64;
+    let atime = match kind {
+        Kind::Memory => Atime::Never,
+        _ if flags & ST_NOATIME != 0 => Atime::Never,
+        _ if flags & ST_RELATIME != 0 => Atime::Relative,
+        // strictatime: nearly every read updates the access time.
+        _ => return,
+    };
     let Ok(meta) = std::fs::metadata(dir) else {
         return;
     };
@@ -123,6 +158,7 @@ pub fn learn(path: &str) {
         dir: dir.to_owned(),
         dev: meta.dev(),
         kind,
+        atime,
     });
 }
 
@@ -178,6 +214,19 @@ fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> Result<usize, i
     Ok(n as usize)
 }
 
+/// Whether a read would update the access time under `relatime` (the kernel's
+/// `relatime_need_update`): the access time is not after the modification or change time, or is
+/// at least a day old. A freshly written entry needs one such read; it is left to the pool.
+fn relatime_updates(meta: &std::fs::Metadata) -> bool {
+    let atime = (meta.atime(), meta.atime_nsec());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    (meta.mtime(), meta.mtime_nsec()) >= atime
+        || (meta.ctime(), meta.ctime_nsec()) >= atime
+        || now - atime.0 >= 24 * 60 * 60
+}
+
 /// Read `path` on the calling thread if the kernel can answer without waiting.
 pub fn read_now(path: &str) -> ReadNow {
     if UNSUPPORTED.load(Ordering::Relaxed) {
@@ -186,7 +235,7 @@ pub fn read_now(path: &str) -> ReadNow {
     let Some(dir) = dir_of(path) else {
         return ReadNow::WouldBlock;
     };
-    let Some((dev, kind)) = known(dir) else {
+    let Some((dev, kind, atime)) = known(dir) else {
         return ReadNow::WouldBlock;
     };
     let Ok(c) = std::ffi::CString::new(path) else {
@@ -212,6 +261,9 @@ pub fn read_now(path: &str) -> ReadNow {
     }
     if !meta.file_type().is_file() {
         return ReadNow::Absent;
+    }
+    if atime == Atime::Relative && relatime_updates(&meta) {
+        return ReadNow::WouldBlock;
     }
     let size = meta.len();
     if size == 0 || size > MAX_BYTES {
