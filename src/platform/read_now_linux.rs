@@ -44,6 +44,9 @@ enum Kind {
     Disk,
     /// tmpfs or ramfs: pages live in memory (tmpfs refuses `RWF_NOWAIT` with EOPNOTSUPP).
     Memory,
+    /// A disk file system whose reads refused `RWF_NOWAIT` (EOPNOTSUPP, e.g. an overlayfs over
+    /// such a file system): never tried again, and never learned again.
+    Refused,
 }
 
 /// Whether a read may update the file's access time (the mount's atime mode): on a disk file
@@ -81,6 +84,14 @@ fn known(dir: &str) -> Option<(u64, Kind, Atime)> {
         .iter()
         .find(|k| k.dir == dir)
         .map(|k| (k.dev, k.kind, k.atime))
+}
+
+/// Mark `dir` as never to be read on the JS thread (its reads refuse `RWF_NOWAIT`).
+fn refuse(dir: &str) {
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    for k in known.iter_mut().filter(|k| k.dir == dir) {
+        k.kind = Kind::Refused;
+    }
 }
 
 fn forget(dir: &str) {
@@ -192,8 +203,8 @@ fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> Result<usize, i
         iov_len: buf.len(),
     };
     let flags = match kind {
-        Kind::Disk => libc::RWF_NOWAIT,
         Kind::Memory => 0,
+        _ => libc::RWF_NOWAIT,
     };
     // SAFETY: one iovec over `buf`, which outlives the call. On 64-bit targets the whole offset
     // goes in `pos_l` (the kernel shifts `pos_h` out).
@@ -238,6 +249,9 @@ pub fn read_now(path: &str) -> ReadNow {
     let Some((dev, kind, atime)) = known(dir) else {
         return ReadNow::WouldBlock;
     };
+    if let Kind::Refused = kind {
+        return ReadNow::WouldBlock;
+    }
     let Ok(c) = std::ffi::CString::new(path) else {
         return ReadNow::WouldBlock;
     };
@@ -277,6 +291,10 @@ pub fn read_now(path: &str) -> ReadNow {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(libc::EINTR) => {}
+            Err(libc::EOPNOTSUPP) => {
+                refuse(dir);
+                return ReadNow::WouldBlock;
+            }
             Err(_) => return ReadNow::WouldBlock,
         }
     }
