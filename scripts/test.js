@@ -34,6 +34,8 @@ if (inGit) run('generated loader and types match the build', 'git', ['diff', '--
 // killed mid-way, leaves nothing in the machine's /tmp.
 function ownTmp(name, bin, args) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-test-'))
+  // Shared like /tmp itself: some tests run children under an unprivileged uid.
+  fs.chmodSync(tmp, 0o1777)
   try {
     run(name, bin, args, { env: { ...process.env, TMPDIR: tmp, TMP: tmp, TEMP: tmp } })
   } finally {
