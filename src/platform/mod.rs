@@ -1,7 +1,7 @@
 //! Operating-system primitives whose implementation differs per platform, behind one API so
 //! the capability modules stay platform-neutral: [`fs`] (create modes, atomic rename, file
 //! identity, timestamps, positioned reads) and [`read_now`] (reads the JS thread may make
-//! because the kernel refuses instead of waiting).
+//! because the kernel refuses instead of waiting), with [`read_sized`], the sized read both make.
 
 #[cfg(unix)]
 #[path = "fs_unix.rs"]
@@ -10,6 +10,28 @@ pub mod fs;
 #[cfg(windows)]
 #[path = "fs_windows.rs"]
 pub mod fs;
+
+/// Read a file of `size` bytes (the size fstat gave) as Node's `readFile` does: up to that size,
+/// stopping early at EOF, retrying interrupted reads. Not `read_to_end`, which asks the kernel for
+/// the size and position again (2 more syscalls). `read(buf, offset)` fills `buf` from `offset`;
+/// the reads come in order, so a cursor read may ignore `offset`.
+pub fn read_sized(
+    size: usize,
+    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+) -> std::io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; size];
+    let mut got = 0;
+    while got < size {
+        match read(&mut bytes[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(got);
+    Ok(bytes)
+}
 
 #[cfg(target_os = "linux")]
 #[path = "read_now_linux.rs"]

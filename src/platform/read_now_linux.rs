@@ -197,7 +197,7 @@ fn open_cached(path: &std::ffi::CStr) -> Result<File, i32> {
 }
 
 /// `preadv2(fd, buf, offset, RWF_NOWAIT)` for disk files, plain `pread` for memory ones.
-fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> Result<usize, i32> {
+fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> std::io::Result<usize> {
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -220,7 +220,7 @@ fn read_at(f: &File, buf: &mut [u8], offset: u64, kind: Kind) -> Result<usize, i
         )
     };
     if n < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(n as usize)
 }
@@ -283,21 +283,14 @@ pub fn read_now(path: &str) -> ReadNow {
     if size == 0 || size > MAX_BYTES {
         return ReadNow::WouldBlock;
     }
-    // Read up to the size fstat gave, stopping early at EOF, as the pool's read does.
-    let mut bytes = vec![0u8; size as usize];
-    let mut got = 0;
-    while got < bytes.len() {
-        match read_at(&f, &mut bytes[got..], got as u64, kind) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(libc::EINTR) => {}
-            Err(libc::EOPNOTSUPP) => {
+    // As the pool's read does (super::read_sized); EAGAIN means a page is not cached.
+    match super::read_sized(size as usize, |buf, offset| read_at(&f, buf, offset, kind)) {
+        Ok(bytes) => ReadNow::Bytes(bytes),
+        Err(e) => {
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
                 refuse(dir);
-                return ReadNow::WouldBlock;
             }
-            Err(_) => return ReadNow::WouldBlock,
+            ReadNow::WouldBlock
         }
     }
-    bytes.truncate(got);
-    ReadNow::Bytes(bytes)
 }

@@ -42,24 +42,13 @@ pub fn read_text(path: &str) -> Option<String> {
         return None;
     }
     let size = meta.len() as usize;
-    let mut bytes = Vec::with_capacity(size);
-    if size == 0 {
+    let bytes = if size == 0 {
+        let mut bytes = Vec::new();
         f.read_to_end(&mut bytes).ok()?;
+        bytes
     } else {
-        // Like Node's readFile: read up to the size fstat gave, stopping early at EOF. Not
-        // read_to_end, which asks the kernel for the size and position again (2 more syscalls).
-        bytes.resize(size, 0);
-        let mut got = 0;
-        while got < size {
-            match f.read(&mut bytes[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-        bytes.truncate(got);
-    }
+        platform::read_sized(size, |buf, _| f.read(buf)).ok()?
+    };
     Some(text_of(bytes))
 }
 
