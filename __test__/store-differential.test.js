@@ -290,12 +290,22 @@ function grammarCases() {
   }
 }
 
+/** Every read case as [label, file body, want]: violations (absent), valid edges, grammar edges (undefined: the oracle decides). */
+function readCases() {
+  const { violations, valid } = validationCases()
+  const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v))
+  return [
+    ...Object.entries(violations).map(([label, make]) => [label, text(make()), false]),
+    ...Object.entries(valid).map(([label, make]) => [label, text(make()), true]),
+    ...Object.entries(grammarCases()).map(([label, body]) => [`grammar: ${label}`, body, undefined]),
+  ]
+}
+
 for (const [name, s] of backends()) {
   test(`${name}: reads agree with JSON.parse + the V1–V20 validator (one violation at a time, edges, grammar)`, async () => {
     const a = tempAgentDir()
     const dir = matrixDir(a)
     fs.mkdirSync(dir, { recursive: true })
-    const { violations, valid } = validationCases()
     let n = 0
     const check = async (label, text, want) => {
       const f = path.join(dir, `case-${n++}.json`)
@@ -306,10 +316,7 @@ for (const [name, s] of backends()) {
       if (oracle !== undefined) assert.equal(JSON.stringify(got), JSON.stringify(oracle), `${label}: key order`)
       if (want !== undefined) assert.equal(got !== undefined, want, `${name} ${label}: expected ${want ? 'valid' : 'absent'}`)
     }
-    const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v))
-    for (const [label, make] of Object.entries(violations)) await check(label, text(make()), false)
-    for (const [label, make] of Object.entries(valid)) await check(label, text(make()), true)
-    for (const [label, text] of Object.entries(grammarCases())) await check(`grammar: ${label}`, text)
+    for (const [label, body, want] of readCases()) await check(label, body, want)
     // listEntries sees the same set, in name order.
     const listed = await s.listEntries(a)
     const names = fs.readdirSync(dir).filter((x) => x.endsWith('.json')).sort()
@@ -352,16 +359,9 @@ for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
     try {
       const dir = matrixDir(a)
       fs.mkdirSync(dir, { recursive: true })
-      const { violations, valid } = validationCases()
-      const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v))
-      const cases = [
-        ...Object.entries(violations).map(([k, make]) => [k, text(make())]),
-        ...Object.entries(valid).map(([k, make]) => [k, text(make())]),
-        ...Object.entries(grammarCases()),
-      ]
       let n = 0
       let taken = 0
-      for (const [label, body] of cases) {
+      for (const [label, body] of readCases()) {
         const f = path.join(dir, `case-${n++}.json`)
         fs.writeFileSync(f, body)
         const pooled = await binding.storeRead(f) // the pool's answer; the directory is learned
