@@ -169,9 +169,11 @@ export declare function setErrorFactory(factory: (failure: Failure) => Error): v
  * [`expected_of`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
  * only equal it if its timestamps are those). Resolves whether it matched, or a
  * [`SuspendedCas`]; without `wait` (the fast path, as [`store_write`]) null, having done nothing,
- * when the lock was not free at once.
+ * when the lock was not free at once. Without `wait`, returns `false` itself, with no promise,
+ * when the JS thread could tell without waiting that it does not match
+ * ([`core::cas_mismatch_now`]).
  */
-export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean, wait: boolean): Promise<boolean | SuspendedCas | null>
+export declare function storeCas(file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean, wait: boolean): false | Promise<boolean | SuspendedCas | null>
 
 /**
  * CAS whose comparison JS makes (SPEC B20's exact route, for an `expected` whose reading would

@@ -427,6 +427,99 @@ for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
   })
 }
 
+// Linux answers an async CAS that certainly does not match on the JS thread (ARCHITECTURE.md,
+// "CAS mismatches on the JS thread"): only with the entry's lock directory absent, nothing of this
+// process under way on the entry, and the file read without waiting. Its answer must be
+// util.isDeepStrictEqual's, and every other case must go through the lock as the original does.
+for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
+  test(`native (${where}): a CAS that certainly does not match is answered on the JS thread, as util.isDeepStrictEqual answers`, { skip: readNowSkip || (where !== 'tmpdir' && !root && 'no /dev/shm') }, async (t) => {
+    const binding = require('../index.js')
+    const native = require('../lib/native.js')
+    const { expectedRoute, validTimestamps } = require('../lib/expected.js')
+    const a = root ? fs.mkdtempSync(path.join(root, 'pi-native-cas-now-')) : tempAgentDir()
+    // The binding's first call, as writeEntryIfUnchanged makes it: `false` when answered here.
+    const firstCall = (f, expected, next) => {
+      const r = expectedRoute(expected)
+      const ts = r.text === null ? [] : validTimestamps(expected)
+      return binding.storeCas(f, expected, r.text, ts, JSON.stringify(next, null, '\t') + '\n', false, false, false)
+    }
+    try {
+      const f = path.join(matrixDir(a), 'worker-cas-1.json')
+      fs.mkdirSync(matrixDir(a), { recursive: true })
+      const r = rng(7)
+      let taken = 0
+      let mismatches = 0
+      for (let round = 0; round < 6; round++) {
+        for (const [label, mutate] of MUTATIONS) {
+          const current = base()
+          const text = JSON.stringify(current, null, '\t').replace('"tmuxPanePid": 0', round % 2 ? '"tmuxPanePid": -0' : '"tmuxPanePid": 0')
+          fs.writeFileSync(f, text)
+          await binding.storeRead(f) // as readEntry before a CAS: learns the folder, reads once
+          const expected = mutate(clone(current), r)
+          const oracle = isDeepStrictEqual(JSON.parse(text), expected)
+          const next = { ...base(), heartbeatAt: `2026-07-19T00:02:${String(round).padStart(2, '0')}.000Z` }
+          if (expectedRoute(expected).judge) continue // compared by util.isDeepStrictEqual itself, under the lock
+          if (!oracle) mismatches++
+          const first = firstCall(f, expected, next)
+          if (first === false) {
+            taken++
+            assert.equal(oracle, false, `${label} (round ${round}): answered "no match" on the JS thread`)
+            assert.equal(fs.readFileSync(f, 'utf8'), text, `${label}: untouched`)
+          } else {
+            const got = await first // the lock's fast path, as lockedCall's first call
+            if (typeof got === 'boolean') assert.equal(got, oracle, `${label} (round ${round}): on the pool`)
+          }
+          fs.writeFileSync(f, text)
+          await binding.storeRead(f)
+          assert.equal(await native.writeEntryIfUnchanged(a, 'worker-cas-1', expected, next), oracle, `${label} (round ${round}): public call`)
+        }
+      }
+      // A missed refusal costs speed only; but most mismatches must be answered here.
+      assert.ok(taken > mismatches / 2, `${taken} of ${mismatches} mismatches answered on the JS thread`)
+      t.diagnostic(`${taken} of ${mismatches} mismatches answered on the JS thread`)
+
+      const e = base()
+      const other = { ...e, hostname: 'elsewhere' }
+      await native.writeEntry(a, e)
+      await binding.storeRead(f)
+      assert.equal(firstCall(f, other, other), false, 'a mismatch, nothing held: answered here')
+      // The lock held (by any process: here a bare directory, as proper-lockfile makes it): the
+      // original would wait for it, so the call goes through the lock.
+      fs.mkdirSync(f + '.lock')
+      const held = firstCall(f, other, other)
+      assert.ok(held instanceof Promise, 'lock held: not answered on the JS thread')
+      assert.equal(await held, null, 'the fast attempt found the lock busy')
+      // A stale lock: the original takes it over, then answers; so must the call.
+      const old = new Date(Date.now() - 10_000)
+      fs.utimesSync(f + '.lock', old, old)
+      assert.equal(await native.writeEntryIfUnchanged(a, e.entryId, other, other), false)
+      assert.equal(fs.existsSync(f + '.lock'), false, 'the stale lock was taken over and released')
+      // An operation of this process called earlier and not finished may take the lock first: a
+      // writeEntry of `next`, then a CAS expecting `next`, must not be answered from the old file.
+      const next = { ...e, heartbeatAt: '2026-07-19T00:09:00.000Z' }
+      await binding.storeRead(f)
+      assert.equal(firstCall(f, next, next), false, 'before: the old file does not match')
+      // libuv's pool is kept busy meanwhile, so that the writeEntry is certainly still queued.
+      const poolSize = Number(process.env.UV_THREADPOOL_SIZE) || 4
+      const busy = Array.from({ length: poolSize }, () => new Promise((resolve) => require('node:crypto').pbkdf2('p', 's', 200_000, 32, 'sha256', resolve)))
+      const writing = native.writeEntry(a, next)
+      const afterWrite = firstCall(f, next, next)
+      await Promise.all(busy)
+      assert.ok(afterWrite instanceof Promise, 'a writeEntry under way: not answered on the JS thread')
+      await writing
+      await afterWrite
+      assert.deepStrictEqual(await native.readEntry(a, e.entryId), next)
+      // removeEntryIfUnchanged takes the same path.
+      await binding.storeRead(f)
+      assert.equal(await native.removeEntryIfUnchanged(a, other), false)
+      assert.deepStrictEqual(await native.readEntry(a, e.entryId), next)
+      assert.deepEqual(leftovers(a), ['worker-cas-1.json'])
+    } finally {
+      fs.rmSync(a, { recursive: true, force: true })
+    }
+  })
+}
+
 // RWF_NOWAIT: pages evicted from the page cache (written back, then dropped with dd's nocache
 // flag, i.e. POSIX_FADV_DONTNEED) need disk I/O, which the JS thread must not wait for. The
 // refused read starts readahead, and on a fast virtual disk that I/O sometimes completes before

@@ -165,7 +165,12 @@ function casStart(file, expected, payload, remove) {
   }
   const timestamps = r.text === null ? [] : validTimestamps(expected)
   const d = durable()
-  return lockedCall((wait) => binding.storeCas(file, expected, r.text, timestamps, payload, remove, d, wait))
+  const cas = (wait) => binding.storeCas(file, expected, r.text, timestamps, payload, remove, d, wait)
+  const first = cas(false)
+  // A certain mismatch, told on the JS thread without waiting (ARCHITECTURE.md, "CAS
+  // mismatches on the JS thread"); else the fast path's promise, as lockedCall makes it.
+  if (first === false) return Promise.resolve(false)
+  return first.then((r) => (r === null ? cas(true) : r))
 }
 
 /**

@@ -193,10 +193,14 @@ fn under_entry_lock<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
     to_js: fn(&Env, Option<T>) -> Result<V>,
 ) -> Result<PromiseRaw<'e, V>> {
     let lock = store_lock(env)?;
+    let in_flight = lock::InFlight::start(&file);
     off_thread(
         env,
         wait,
-        move || core::with_entry_lock(&file, lock, wait, |guard| op(guard, &file)),
+        move || {
+            let _in_flight = in_flight;
+            core::with_entry_lock(&file, lock, wait, |guard| op(guard, &file))
+        },
         to_js,
     )
 }
@@ -298,11 +302,13 @@ fn expected_of(env: &Env, expected: Unknown, text: Option<String>) -> Result<Exp
 /// [`expected_of`]); `validTimestamps` are the expected entry's timestamps V8 accepts (a file can
 /// only equal it if its timestamps are those). Resolves whether it matched, or a
 /// [`SuspendedCas`]; without `wait` (the fast path, as [`store_write`]) null, having done nothing,
-/// when the lock was not free at once.
+/// when the lock was not free at once. Without `wait`, returns `false` itself, with no promise,
+/// when the JS thread could tell without waiting that it does not match
+/// ([`core::cas_mismatch_now`]).
 #[napi(
     catch_unwind,
     ts_args_type = "file: string, expected: unknown, expectedText: string | null, validTimestamps: string[], payload: string | null, remove: boolean, durable: boolean, wait: boolean",
-    ts_return_type = "Promise<boolean | SuspendedCas | null>"
+    ts_return_type = "false | Promise<boolean | SuspendedCas | null>"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn store_cas<'e>(
@@ -315,8 +321,11 @@ pub fn store_cas<'e>(
     remove: bool,
     durable: bool,
     wait: bool,
-) -> Result<PromiseRaw<'e, Option<Either<bool, SuspendedCas>>>> {
+) -> Result<Either<bool, PromiseRaw<'e, CasResult>>> {
     let (exp, known) = cas_inputs(env, expected, expected_text, valid_timestamps)?;
+    if !wait && core::cas_mismatch_now(&file, &exp, &|s: &[u16]| known.get(s).copied()) {
+        return Ok(Either::A(false));
+    }
     let act = action(payload, remove);
     under_entry_lock(
         env,
@@ -324,11 +333,16 @@ pub fn store_cas<'e>(
         wait,
         move |guard, file| {
             let lookup = |s: &[u16]| known.get(s).copied();
-            core::cas_locked(guard, file, &exp, &lookup, act, durable)
+            core::cas_on_pool(guard, file, &exp, &lookup, act, durable)
         },
         |_, outcome| Ok(outcome.map(cas_to_js)),
     )
+    .map(Either::B)
 }
+
+/// What an async CAS resolves: whether it matched, or the suspension V8 must finish; null when
+/// the fast path found the lock busy.
+type CasResult = Option<Either<bool, SuspendedCas>>;
 
 /// `expected` as the CAS compares it, and the timestamps V8 has already judged.
 fn cas_inputs(
@@ -405,9 +419,13 @@ pub fn store_cas_judged<'e>(
 ) -> Result<PromiseRaw<'e, SuspendedCas>> {
     let opts = store_opts(env, durable)?;
     let act = action(payload, remove);
+    let in_flight = lock::InFlight::start(&file);
     run(
         env,
-        move || core::cas_judged(&file, act, opts),
+        move || {
+            let _in_flight = in_flight;
+            core::cas_judged(&file, act, opts)
+        },
         |_, p| Ok(SuspendedCas::new(p)),
     )
 }
@@ -557,9 +575,13 @@ pub fn lock_acquire<'e>(
     realpath: Option<bool>,
 ) -> Result<PromiseRaw<'e, HeldLock>> {
     let opts = callback_lock_options(env, retries, stale, realpath, false)?;
+    let in_flight = lock::InFlight::start(&file);
     run(
         env,
-        move || lock::acquire(&file, opts),
+        move || {
+            let _in_flight = in_flight;
+            lock::acquire(&file, opts)
+        },
         |_, g| Ok(HeldLock { guard: Some(g) }),
     )
 }

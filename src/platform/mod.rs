@@ -1,7 +1,7 @@
 //! Operating-system primitives whose implementation differs per platform, behind one API so
 //! the capability modules stay platform-neutral: [`fs`] (create modes, atomic rename, file
-//! identity, timestamps, positioned reads) and [`read_now`] (reads the JS thread may make
-//! because the kernel refuses instead of waiting), with [`read_sized`], the sized read both make.
+//! identity, timestamps, positioned reads) and [`read_now`] (reads and lookups the JS thread may
+//! make because the kernel refuses instead of waiting), with [`read_sized`], the sized read both make.
 
 #[cfg(unix)]
 #[path = "fs_unix.rs"]
@@ -56,5 +56,10 @@ pub mod read_now {
     /// Always [`ReadNow::WouldBlock`].
     pub fn read_now(_path: &str) -> ReadNow {
         ReadNow::WouldBlock
+    }
+
+    /// Never known without waiting: always false.
+    pub fn absent_now(_path: &str) -> bool {
+        false
     }
 }

@@ -173,27 +173,42 @@ pub fn learn(path: &str) {
     });
 }
 
-/// `openat2(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, RESOLVE_CACHED)`.
-fn open_cached(path: &std::ffi::CStr) -> Result<File, i32> {
+/// `openat2(dir, path, flags | O_CLOEXEC, resolve)`; `dir` is `AT_FDCWD` or an open directory.
+fn openat2(dir: i32, path: &std::ffi::CStr, flags: i32, resolve: u64) -> Result<File, i32> {
     // SAFETY: open_how is plain integers; zero is "no flags" for each.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_CACHED;
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = resolve;
     // SAFETY: a valid path and `open_how` of the size passed; the fd returned is ours to own.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
-            libc::AT_FDCWD as libc::c_long,
+            dir as libc::c_long,
             path.as_ptr(),
             &how as *const libc::open_how,
             std::mem::size_of::<libc::open_how>(),
         )
     };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if matches!(errno, libc::ENOSYS | libc::EINVAL | libc::EPERM) {
+            // openat2 or RESOLVE_CACHED missing (kernel < 5.12, qemu-user, a seccomp filter).
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
+        return Err(errno);
     }
     // SAFETY: the kernel just returned this descriptor to us.
     Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// `openat2(path, O_RDONLY | O_NONBLOCK, RESOLVE_CACHED)`.
+fn open_cached(path: &std::ffi::CStr) -> Result<File, i32> {
+    openat2(
+        libc::AT_FDCWD,
+        path,
+        libc::O_RDONLY | libc::O_NONBLOCK,
+        libc::RESOLVE_CACHED,
+    )
 }
 
 /// `preadv2(fd, buf, offset, RWF_NOWAIT)` for disk files, plain `pread` for memory ones.
@@ -259,10 +274,6 @@ pub fn read_now(path: &str) -> ReadNow {
         Ok(f) => f,
         // A cached negative entry, or a cached non-directory on the way: certain answers.
         Err(libc::ENOENT) | Err(libc::ENOTDIR) => return ReadNow::Absent,
-        Err(libc::ENOSYS) | Err(libc::EINVAL) | Err(libc::EPERM) => {
-            UNSUPPORTED.store(true, Ordering::Relaxed);
-            return ReadNow::WouldBlock;
-        }
         Err(_) => return ReadNow::WouldBlock,
     };
     let Ok(meta) = f.metadata() else {
@@ -293,4 +304,58 @@ pub fn read_now(path: &str) -> ReadNow {
             ReadNow::WouldBlock
         }
     }
+}
+
+/// Whether nothing is at `path` (a lock directory) now, learned without waiting: true only when
+/// its directory was learned ([`learn`]), is still on the device recorded then, and the kernel
+/// answers from memory that the name is absent. On a disk file system that is a cached negative
+/// dentry (`RESOLVE_CACHED`; kept after the lock's `rmdir`); tmpfs and ramfs keep no negative
+/// dentries, so there the name is looked up plainly, in memory. False whenever unsure.
+pub fn absent_now(path: &str) -> bool {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(dir) = dir_of(path) else {
+        return false;
+    };
+    let Some((dev, kind, _)) = known(dir) else {
+        return false;
+    };
+    let resolve = match kind {
+        Kind::Disk => libc::RESOLVE_CACHED,
+        Kind::Memory => 0,
+        Kind::Refused => return false,
+    };
+    let (Ok(cdir), Ok(cname)) = (
+        std::ffi::CString::new(dir),
+        std::ffi::CString::new(&path[dir.len() + 1..]),
+    ) else {
+        return false;
+    };
+    let Ok(d) = openat2(
+        libc::AT_FDCWD,
+        &cdir,
+        libc::O_PATH | libc::O_DIRECTORY,
+        libc::RESOLVE_CACHED,
+    ) else {
+        return false;
+    };
+    match d.metadata() {
+        Ok(meta) if meta.dev() == dev => {}
+        Ok(_) => {
+            forget(dir);
+            return false;
+        }
+        Err(_) => return false,
+    }
+    // One name inside a directory verified to be on the learned file system.
+    matches!(
+        openat2(
+            d.as_raw_fd(),
+            &cname,
+            libc::O_PATH | libc::O_NOFOLLOW,
+            resolve
+        ),
+        Err(libc::ENOENT)
+    )
 }

@@ -474,7 +474,7 @@ fn exp_from_json(root: Json) -> Exp {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::json::parse;
 

@@ -323,6 +323,55 @@ fn is_torn_down(owner: u64) -> bool {
     owner != 0 && lock_state().torn_down.contains(&owner)
 }
 
+/// Async lock operations of this process under way, by lock path: counted from the call on
+/// the JS thread, before the work reaches a thread, until the work ends ([`InFlight`]).
+static IN_FLIGHT: std::sync::LazyLock<Mutex<HashMap<String, usize>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn in_flight() -> std::sync::MutexGuard<'static, HashMap<String, usize>> {
+    IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One async operation of this process on a lock, from its call on the JS thread until its
+/// work ends (when this is dropped). While any is under way on a lock, [`busy_here`] says so:
+/// such an operation, called earlier, may be about to take the lock, and nothing may be
+/// answered ahead of it without the lock (store::cas_mismatch_now).
+#[derive(Debug)]
+pub struct InFlight {
+    lock_path: String,
+}
+
+impl InFlight {
+    /// Count an operation on `file`'s lock (resolved, as the store's locks are) as under way.
+    pub fn start(file: &str) -> InFlight {
+        let lock_path = format!("{}.lock", nodepath::resolve(file));
+        *in_flight().entry(lock_path.clone()).or_insert(0) += 1;
+        InFlight { lock_path }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut map = in_flight();
+        if let Some(n) = map.get_mut(&self.lock_path) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.lock_path);
+            }
+        }
+    }
+}
+
+/// Whether this process has anything under way on the lock `lock_path`: an async operation
+/// called and not finished ([`InFlight`]), a holder, or a queued acquisition.
+pub fn busy_here(lock_path: &str) -> bool {
+    if in_flight().contains_key(lock_path) {
+        return true;
+    }
+    let st = lock_state();
+    st.held.contains_key(lock_path) || st.queues.contains_key(lock_path)
+}
+
 /// A held lock; release it with [`LockGuard::release`] (dropping releases too).
 #[derive(Debug)]
 pub struct LockGuard {

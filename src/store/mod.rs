@@ -317,6 +317,51 @@ pub fn cas_locked(
     Ok(outcome)
 }
 
+/// [`cas_locked`] on libuv's pool, for an async CAS: after it, the file's directory may be
+/// looked at on the JS thread ([`cas_mismatch_now`]).
+pub fn cas_on_pool(
+    guard: LockGuard,
+    file: &str,
+    expected: &Expected,
+    known: &dyn Fn(&[u16]) -> Option<bool>,
+    action: Action,
+    durable: bool,
+) -> Result<CasOutcome, FsError> {
+    let outcome = cas_locked(guard, file, expected, known, action, durable);
+    platform::read_now::learn(file);
+    outcome
+}
+
+/// An async CAS answered on the JS thread (ARCHITECTURE.md, "CAS mismatches on the JS
+/// thread"): true when it certainly does not match now, which is then its answer. That is when
+/// nothing of this process is under way on the entry's lock (an operation called earlier may be
+/// about to take it), the lock directory is absent (so the original would take the lock at its
+/// first attempt, and what it read under it is what is read here: writers replace the file by
+/// rename), the entry file exists (so its folder does: the call's mkdir -p would do nothing),
+/// and its text, read without waiting, does not equal `expected` (B8/B20). False, having done
+/// nothing, in every other case: the CAS then runs on the pool as always.
+pub fn cas_mismatch_now(
+    file: &str,
+    expected: &Expected,
+    known: &dyn Fn(&[u16]) -> Option<bool>,
+) -> bool {
+    use platform::read_now::{self, ReadNow};
+    let Ok((lock_path, _)) = lock::lock_path_for(file, false) else {
+        return false;
+    };
+    if lock::busy_here(&lock_path) || !read_now::absent_now(&lock_path) {
+        return false;
+    }
+    let ReadNow::Bytes(bytes) = read_now::read_now(file) else {
+        return false;
+    };
+    match accept(text_of(bytes), known) {
+        // As cas_locked: equal only to an undefined `expected`, and only as V8 judges.
+        Some(l) if !l.pending.is_empty() => !expected.is_undefined(),
+        current => !expected.matches(current.as_ref().map(|l| (l.text.as_str(), &l.value))),
+    }
+}
+
 /// B8 / B10 / B12 with the comparison left to JS (an `expected` whose reading runs JS code,
 /// SPEC B20's exact route): mkdir -p, lock, read + validate, then suspend with the file's text
 /// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
@@ -432,6 +477,67 @@ mod tests {
             "/a/state/process-matrix/master-s.json"
         );
         assert_eq!(entry_path("/a", "../../x"), "/a/x.json");
+    }
+
+    /// The JS-thread mismatch answer: only a certain mismatch, never while this process has an
+    /// operation under way on the entry, never while its lock directory exists.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn cas_mismatch_now_only_when_certain() {
+        let dir = std::env::temp_dir().join(format!("pi-native-cas-now-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir
+            .join("master-session-1.json")
+            .to_string_lossy()
+            .into_owned();
+        let lock = format!("{file}.lock");
+        std::fs::write(&file, entry::tests::ENTRY).unwrap();
+        // Learn the directory, update the access time, and leave a cached negative dentry of
+        // the lock behind (as every CAS does).
+        assert!(read_entry_on_pool(&file).is_some());
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::remove_dir(&lock).unwrap();
+        let other =
+            Expected::Text(entry::tests::ENTRY.replace(r#""hostname":"h""#, r#""hostname":"i""#));
+        let same = Expected::Text(entry::tests::ENTRY.to_string());
+        let known = |_: &[u16]| Some(true);
+        if read_entry_now(&file).is_none() {
+            // openat2 refused (qemu-user, an old kernel, a seccomp filter): never answered here.
+            assert!(!cas_mismatch_now(&file, &other, &known));
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
+        assert!(
+            cas_mismatch_now(&file, &other, &known),
+            "a certain mismatch"
+        );
+        assert!(
+            !cas_mismatch_now(&file, &same, &known),
+            "a match goes to the pool"
+        );
+        let undefined = Expected::Value(entry::Exp::Undefined);
+        assert!(
+            cas_mismatch_now(&file, &undefined, &known),
+            "undefined vs a valid file"
+        );
+        {
+            let _under_way = lock::InFlight::start(&file);
+            assert!(
+                !cas_mismatch_now(&file, &other, &known),
+                "an operation under way"
+            );
+        }
+        std::fs::create_dir(&lock).unwrap();
+        assert!(!cas_mismatch_now(&file, &other, &known), "the lock is held");
+        std::fs::remove_dir(&lock).unwrap();
+        assert!(cas_mismatch_now(&file, &other, &known), "released");
+        std::fs::write(&file, "{").unwrap();
+        assert!(read_entry_on_pool(&file).is_none());
+        assert!(
+            !cas_mismatch_now(&file, &undefined, &known),
+            "undefined vs a corrupt file"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
