@@ -42,14 +42,19 @@ if [ ${#FILES[@]} -eq 0 ]; then
   done
 fi
 start=$(date +%s)
+# The suite's temp files go to a directory of its own, removed at the end, as `npm test` does
+# (shared like /tmp itself: some tests run children under an unprivileged uid).
+SUITE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pi-native-arm64-XXXXXX")
+chmod 1777 "$SUITE_TMP"
+WORK=
+trap 'rm -rf "$SUITE_TMP" ${WORK:+"$WORK"}' EXIT
 export PI_NATIVE_EMULATED=qemu # lets timing-bound and qemu-artifact checks step aside
 PI_NATIVE_BACKEND=native "$BIN/node" -e 'const b=require("./lib/binding.js"); if (b.backend!=="native") process.exit(1); console.log("backend:", b.backend, require("./index.js").__napiBindingTarget ?? "")'
-NODE_OPTIONS="$EMU_OPTS" "$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
+TMPDIR="$SUITE_TMP" NODE_OPTIONS="$EMU_OPTS" "$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
 echo "arm64 suite: $(( $(date +%s) - start ))s"
 
 # Consumer test: pack (with the arm64 binary inside), install into a fresh project, use it.
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 # With lifecycle scripts, as a maintainer packs: prepack strips `prepare` from the packed manifest.
 npm pack --silent --pack-destination "$WORK" >/dev/null
 TARBALL=$(ls "$WORK"/pi-native-*.tgz)

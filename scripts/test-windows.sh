@@ -41,6 +41,11 @@ if [ ${#FILES[@]} -eq 0 ]; then
 fi
 
 start=$(date +%s)
+# Under Wine, os.tmpdir() is the prefix's own Temp folder (Wine sets TEMP from its registry), so
+# the suite's temp files are cleared from there at the end, as `npm test` clears its own. The
+# prefix belongs to this script alone.
+WIN_TEMP=("$WINEPREFIX"/drive_c/users/*/Temp)
+trap 'for d in "${WIN_TEMP[@]}"; do [ -d "$d" ] && find "$d" -mindepth 1 -delete 2>/dev/null; done; true' EXIT
 export PI_NATIVE_EMULATED=wine # lets timing-bound checks step aside
 "$WINE" "$NODE_EXE" -e "require('fs').writeFileSync(process.argv[1], process.platform + ' ' + process.arch + ' ' + process.version + ' ' + require('./lib/binding.js').backend)" "$OUT/probe.txt" </dev/null >/dev/null 2>&1 || true
 echo "node under Wine: $(cat "$OUT/probe.txt" 2>/dev/null || echo 'did not start')"
