@@ -326,10 +326,11 @@ pub fn absent_now(path: &str) -> bool {
         Kind::Memory => 0,
         Kind::Refused => return false,
     };
-    let (Ok(cdir), Ok(cname)) = (
-        std::ffi::CString::new(dir),
-        std::ffi::CString::new(&path[dir.len() + 1..]),
-    ) else {
+    let name = &path[dir.len() + 1..];
+    if name.is_empty() || name == "." || name == ".." {
+        return false;
+    }
+    let (Ok(cdir), Ok(cname)) = (std::ffi::CString::new(dir), std::ffi::CString::new(name)) else {
         return false;
     };
     let Ok(d) = openat2(
