@@ -460,6 +460,8 @@ for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
           const next = { ...base(), heartbeatAt: `2026-07-19T00:02:${String(round).padStart(2, '0')}.000Z` }
           if (expectedRoute(expected).judge) continue // compared by util.isDeepStrictEqual itself, under the lock
           if (!oracle) mismatches++
+          // A CAS that did not match first: after a match the look is not even tried.
+          assert.equal(await native.writeEntryIfUnchanged(a, 'worker-cas-1', null, next), false)
           const first = firstCall(f, expected, next)
           if (first === false) {
             taken++
@@ -483,6 +485,14 @@ for (const [where, root] of [['tmpdir', null], ['/dev/shm', memoryRoot]]) {
       await native.writeEntry(a, e)
       await binding.storeRead(f)
       assert.equal(firstCall(f, other, other), false, 'a mismatch, nothing held: answered here')
+      // After a CAS on the entry that matched, the next goes to the pool without a look (a
+      // heartbeat matches again and again); its mismatch there makes the look come back.
+      assert.equal(await native.writeEntryIfUnchanged(a, e.entryId, e, e), true)
+      await binding.storeRead(f)
+      const predicted = firstCall(f, other, other)
+      assert.ok(predicted instanceof Promise, 'after a match: to the pool')
+      assert.equal(await predicted, false)
+      assert.equal(firstCall(f, other, other), false, 'after a mismatch: answered here again')
       // The lock held (by any process: here a bare directory, as proper-lockfile makes it): the
       // original would wait for it, so the call goes through the lock.
       fs.mkdirSync(f + '.lock')

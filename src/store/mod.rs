@@ -318,7 +318,7 @@ pub fn cas_locked(
 }
 
 /// [`cas_locked`] on libuv's pool, for an async CAS: after it, the file's directory may be
-/// looked at on the JS thread ([`cas_mismatch_now`]).
+/// looked at on the JS thread ([`cas_mismatch_now`]), and its outcome predicts the next one's.
 pub fn cas_on_pool(
     guard: LockGuard,
     file: &str,
@@ -329,17 +329,55 @@ pub fn cas_on_pool(
 ) -> Result<CasOutcome, FsError> {
     let outcome = cas_locked(guard, file, expected, known, action, durable);
     platform::read_now::learn(file);
+    match &outcome {
+        Ok(CasOutcome::Matched | CasOutcome::MatchedWithoutPayload) => last_matched(file, true),
+        Ok(CasOutcome::NotMatched) => last_matched(file, false),
+        _ => {}
+    }
     outcome
 }
 
+/// Entries whose last async CAS on the pool matched, by lock path: their next CAS goes to the
+/// pool without the JS thread's look ([`cas_mismatch_now`]). A caller that matched once (a
+/// heartbeat) most likely matches again, and for a match that look is only a cost (a read,
+/// ~10 µs); after a mismatch the look is made again. At most [`MAX_PREDICTED`] entries.
+static MATCHED_LAST: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+const MAX_PREDICTED: usize = 64;
+
+fn last_matched(file: &str, matched: bool) {
+    let Ok((lock_path, _)) = lock::lock_path_for(file, false) else {
+        return;
+    };
+    let mut set = MATCHED_LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if matched {
+        if set.len() >= MAX_PREDICTED {
+            set.clear();
+        }
+        set.insert(lock_path);
+    } else {
+        set.remove(&lock_path);
+    }
+}
+
+fn predicted_match(lock_path: &str) -> bool {
+    MATCHED_LAST
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(lock_path)
+}
+
 /// An async CAS answered on the JS thread (ARCHITECTURE.md, "CAS mismatches on the JS
-/// thread"): true when it certainly does not match now, which is then its answer. That is when
+/// thread"): true when it certainly does not match, which is then its answer. That is when
 /// nothing of this process is under way on the entry's lock (an operation called earlier may be
-/// about to take it), the lock directory is absent (so the original would take the lock at its
-/// first attempt, and what it read under it is what is read here: writers replace the file by
-/// rename), the entry file exists (so its folder does: the call's mkdir -p would do nothing),
-/// and its text, read without waiting, does not equal `expected` (B8/B20). False, having done
-/// nothing, in every other case: the CAS then runs on the pool as always.
+/// about to take it), the entry file exists (so its folder does: the call's mkdir -p would do
+/// nothing) and, read without waiting, is not equal to `expected` (B8/B20), and then the lock
+/// directory is absent (so the original would neither wait, nor take over a stale lock, nor
+/// fail with ELOCKED). Writers replace the file by rename, so the read saw a committed value,
+/// and a CAS that reads a value unequal to `expected` answers false without writing. False,
+/// having done nothing, in every other case: the CAS then runs on the pool as always. Not tried
+/// at all when the entry's last CAS here matched (a caller that matched once likely matches
+/// again); the lock is looked at last, so a match costs only the read.
 pub fn cas_mismatch_now(
     file: &str,
     expected: &Expected,
@@ -349,7 +387,7 @@ pub fn cas_mismatch_now(
     let Ok((lock_path, _)) = lock::lock_path_for(file, false) else {
         return false;
     };
-    if lock::busy_here(&lock_path) || !read_now::absent_now(&lock_path) {
+    if lock::busy_here(&lock_path) || predicted_match(&lock_path) {
         return false;
     }
     let ReadNow::Bytes(bytes) = read_now::read_now(file) else {
@@ -358,11 +396,12 @@ pub fn cas_mismatch_now(
     if matches!(expected, Expected::Text(t) if t.as_bytes() == bytes) {
         return false; // the writers' text of `expected`: a match, left to the pool unparsed
     }
-    match accept(text_of(bytes), known) {
+    let mismatch = match accept(text_of(bytes), known) {
         // As cas_locked: equal only to an undefined `expected`, and only as V8 judges.
         Some(l) if !l.pending.is_empty() => !expected.is_undefined(),
         current => !expected.matches(current.as_ref().map(|l| (l.text.as_str(), &l.value))),
-    }
+    };
+    mismatch && read_now::absent_now(&lock_path)
 }
 
 /// B8 / B10 / B12 with the comparison left to JS (an `expected` whose reading runs JS code,
@@ -534,6 +573,17 @@ mod tests {
         assert!(!cas_mismatch_now(&file, &other, &known), "the lock is held");
         std::fs::remove_dir(&lock).unwrap();
         assert!(cas_mismatch_now(&file, &other, &known), "released");
+        // Predicted from the last CAS made on the pool: after a match, not tried.
+        last_matched(&file, true);
+        assert!(
+            !cas_mismatch_now(&file, &other, &known),
+            "the last CAS matched"
+        );
+        last_matched(&file, false);
+        assert!(
+            cas_mismatch_now(&file, &other, &known),
+            "the last CAS did not match"
+        );
         std::fs::write(&file, "{").unwrap();
         assert!(read_entry_on_pool(&file).is_none());
         assert!(
