@@ -279,6 +279,18 @@ pub fn cas(
     cas_locked(guard, file, expected, known, action, opts.durable)
 }
 
+/// B8/B20's comparison of the current file (None: absent or not accepted) with `expected`:
+/// whether it matches, or None when only V8 can tell (`expected` is undefined and the file is
+/// valid but for timestamps V8 must judge: it matches iff one of them is invalid).
+fn compare(current: Option<&Loaded>, expected: &Expected) -> Option<bool> {
+    match current {
+        // A structurally equal file would carry exactly the expected timestamps, which `known`
+        // decides; pending ones therefore differ from any `expected` but undefined.
+        Some(l) if !l.pending.is_empty() => (!expected.is_undefined()).then_some(false),
+        current => Some(expected.matches(current.map(|l| (l.text.as_str(), &l.value)))),
+    }
+}
+
 /// [`cas`] under a lock already taken.
 pub fn cas_locked(
     guard: LockGuard,
@@ -289,28 +301,18 @@ pub fn cas_locked(
     durable: bool,
 ) -> Result<CasOutcome, FsError> {
     let current = load(file, known);
-    let outcome = match current {
-        Some(l) if !l.pending.is_empty() => {
-            if expected.is_undefined() {
-                return Ok(CasOutcome::NeedsTimestamps(PendingCas {
-                    guard,
-                    file: file.to_string(),
-                    text: None,
-                    pending: l.pending,
-                    action,
-                    durable,
-                }));
-            }
-            // A structurally equal file would carry exactly the expected timestamps, which
-            // `known` decides; pending ones therefore differ from `expected`.
-            CasOutcome::NotMatched
-        }
-        current => {
-            if expected.matches(current.as_ref().map(|l| (l.text.as_str(), &l.value))) {
-                apply(file, &action, durable, &guard)?
-            } else {
-                CasOutcome::NotMatched
-            }
+    let outcome = match compare(current.as_ref(), expected) {
+        Some(true) => apply(file, &action, durable, &guard)?,
+        Some(false) => CasOutcome::NotMatched,
+        None => {
+            return Ok(CasOutcome::NeedsTimestamps(PendingCas {
+                guard,
+                file: file.to_string(),
+                text: None,
+                pending: current.map(|l| l.pending).unwrap_or_default(),
+                action,
+                durable,
+            }));
         }
     };
     let _ = guard.release();
@@ -396,12 +398,8 @@ pub fn cas_mismatch_now(
     if matches!(expected, Expected::Text(t) if t.as_bytes() == bytes) {
         return false; // the writers' text of `expected`: a match, left to the pool unparsed
     }
-    let mismatch = match accept(text_of(bytes), known) {
-        // As cas_locked: equal only to an undefined `expected`, and only as V8 judges.
-        Some(l) if !l.pending.is_empty() => !expected.is_undefined(),
-        current => !expected.matches(current.as_ref().map(|l| (l.text.as_str(), &l.value))),
-    };
-    mismatch && read_now::absent_now(&lock_path)
+    compare(accept(text_of(bytes), known).as_ref(), expected) == Some(false)
+        && read_now::absent_now(&lock_path)
 }
 
 /// B8 / B10 / B12 with the comparison left to JS (an `expected` whose reading runs JS code,
