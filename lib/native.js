@@ -84,9 +84,15 @@ function rejecting(fn) {
 /**
  * A locking store call, fast path first: `call(false)` tries the lock once without waiting and
  * resolves null when it was not free; only then `call(true)` runs under the original's retry
- * policy (ARCHITECTURE.md, "Fast path").
+ * policy (ARCHITECTURE.md, "Fast path"). A CAS's `call(false)` may instead return `false` at
+ * once: a certain mismatch, told on the JS thread (ARCHITECTURE.md, "CAS mismatches on the JS
+ * thread").
  */
-const lockedCall = (call) => call(false).then((r) => (r === null ? call(true) : r))
+function lockedCall(call) {
+  const first = call(false)
+  if (first === false) return Promise.resolve(false)
+  return first.then((r) => (r === null ? call(true) : r))
+}
 
 /** The text of an entry, or the error of its serialization (thrown later, as the original does). */
 function serialize(entry) {
@@ -165,12 +171,7 @@ function casStart(file, expected, payload, remove) {
   }
   const timestamps = r.text === null ? [] : validTimestamps(expected)
   const d = durable()
-  const cas = (wait) => binding.storeCas(file, expected, r.text, timestamps, payload, remove, d, wait)
-  const first = cas(false)
-  // A certain mismatch, told on the JS thread without waiting (ARCHITECTURE.md, "CAS
-  // mismatches on the JS thread"); else the fast path's promise, as lockedCall makes it.
-  if (first === false) return Promise.resolve(false)
-  return first.then((r) => (r === null ? cas(true) : r))
+  return lockedCall((wait) => binding.storeCas(file, expected, r.text, timestamps, payload, remove, d, wait))
 }
 
 /**

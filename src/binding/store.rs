@@ -333,7 +333,7 @@ pub fn store_cas<'e>(
         wait,
         move |guard, file| {
             let lookup = |s: &[u16]| known.get(s).copied();
-            core::cas_on_pool(guard, file, &exp, &lookup, act, durable)
+            core::cas_locked(guard, file, &exp, &lookup, act, durable)
         },
         |_, outcome| Ok(outcome.map(cas_to_js)),
     )

@@ -291,7 +291,8 @@ fn compare(current: Option<&Loaded>, expected: &Expected) -> Option<bool> {
     }
 }
 
-/// [`cas`] under a lock already taken.
+/// [`cas`] under a lock already taken. Afterwards the file's directory may be read on the JS
+/// thread ([`cas_mismatch_now`]), and whether it matched predicts the next CAS on the entry.
 pub fn cas_locked(
     guard: LockGuard,
     file: &str,
@@ -301,45 +302,28 @@ pub fn cas_locked(
     durable: bool,
 ) -> Result<CasOutcome, FsError> {
     let current = load(file, known);
-    let outcome = match compare(current.as_ref(), expected) {
-        Some(true) => apply(file, &action, durable, &guard)?,
-        Some(false) => CasOutcome::NotMatched,
-        None => {
-            return Ok(CasOutcome::NeedsTimestamps(PendingCas {
-                guard,
-                file: file.to_string(),
-                text: None,
-                pending: current.map(|l| l.pending).unwrap_or_default(),
-                action,
-                durable,
-            }));
-        }
+    platform::read_now::learn(file);
+    let Some(matched) = compare(current.as_ref(), expected) else {
+        return Ok(CasOutcome::NeedsTimestamps(PendingCas {
+            guard,
+            file: file.to_string(),
+            text: None,
+            pending: current.map(|l| l.pending).unwrap_or_default(),
+            action,
+            durable,
+        }));
+    };
+    last_matched(file, matched);
+    let outcome = if matched {
+        apply(file, &action, durable, &guard)?
+    } else {
+        CasOutcome::NotMatched
     };
     let _ = guard.release();
     Ok(outcome)
 }
 
-/// [`cas_locked`] on libuv's pool, for an async CAS: after it, the file's directory may be
-/// looked at on the JS thread ([`cas_mismatch_now`]), and its outcome predicts the next one's.
-pub fn cas_on_pool(
-    guard: LockGuard,
-    file: &str,
-    expected: &Expected,
-    known: &dyn Fn(&[u16]) -> Option<bool>,
-    action: Action,
-    durable: bool,
-) -> Result<CasOutcome, FsError> {
-    let outcome = cas_locked(guard, file, expected, known, action, durable);
-    platform::read_now::learn(file);
-    match &outcome {
-        Ok(CasOutcome::Matched | CasOutcome::MatchedWithoutPayload) => last_matched(file, true),
-        Ok(CasOutcome::NotMatched) => last_matched(file, false),
-        _ => {}
-    }
-    outcome
-}
-
-/// Entries whose last async CAS on the pool matched, by lock path: their next CAS goes to the
+/// Entries whose last CAS under the lock matched, by lock path: their next async CAS goes to the
 /// pool without the JS thread's look ([`cas_mismatch_now`]). A caller that matched once (a
 /// heartbeat) most likely matches again, and for a match that look is only a cost (a read,
 /// ~10 µs); after a mismatch the look is made again. At most [`MAX_PREDICTED`] entries.
