@@ -13,21 +13,38 @@ const percentile = (xs, p) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
 }
 
+/** Read → CAS warm-up calls each child makes on an entry of its own before the start. */
+const WARM_UP = 100
+
 /**
  * N processes incrementing one counter by read → CAS → retry; throughput and latencies. With
  * `ownEntries` each process works on an entry of its own instead: the same calls with nothing
  * to contend for, i.e. the most these processes can do on this machine (the rows' ceiling).
+ * Each child first makes WARM_UP read → CAS calls on an entry of its own (compiling the JS,
+ * loading the addon, first-call costs), so the timed part measures the steady state.
  */
 async function contended(agentDir, backends, perProcess, mode = 'async', ownEntries = false) {
   const lib = path.join(__dirname, '..', 'lib', 'index.js')
-  // Children start together at `startAt` (so process start-up is not measured) and report
-  // their own first/last instants and per-success latencies.
+  // Each child warms up, says "ready", and starts when every child is ready and the parent
+  // says "go" on its stdin (so neither process start-up nor warm-up is measured); it reports
+  // its own first/last instants and per-success latencies.
   const code = `
     const s = require(${JSON.stringify(lib)})
-    const [agentDir, n, startAt, id] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3]), process.argv[4]]
+    const [agentDir, n, id] = [process.argv[1], Number(process.argv[2]), process.argv[3]]
     const now = () => performance.timeOrigin + performance.now()
+    const step = async (entryId) => {
+      const cur = await s.readEntry(agentDir, entryId)
+      const next = { ...cur, taskRef: String(Number(cur.taskRef) + 1) }
+      try { return ${JSON.stringify(mode)} === 'sync' ? s.writeEntryIfUnchangedSync(agentDir, cur, next) : await s.writeEntryIfUnchanged(agentDir, entryId, cur, next) } catch (e) { if (e.code !== 'ELOCKED') throw e; return false }
+    }
     ;(async () => {
-      await new Promise((r) => setTimeout(r, Math.max(0, startAt - Date.now())))
+      const warm = require(${JSON.stringify(path.join(__dirname, '..', '__test__', 'store-fixtures.js'))}).makeEntry('worker', 'warm-' + process.pid, { taskRef: '0' })
+      await s.writeEntry(agentDir, warm)
+      for (let i = 0; i < ${WARM_UP}; i++) await step(warm.entryId)
+      await s.removeEntry(agentDir, warm.entryId)
+      process.stdout.write('ready\\n')
+      await new Promise((r) => process.stdin.once('data', r))
+      process.stdin.destroy()
       const lat = []
       let attempts = 0
       const cpu0 = process.cpuUsage()
@@ -35,11 +52,7 @@ async function contended(agentDir, backends, perProcess, mode = 'async', ownEntr
       for (let done = 0; done < n; ) {
         attempts++
         const a = now()
-        const cur = await s.readEntry(agentDir, 'worker-' + id)
-        let ok = false
-        const next = { ...cur, taskRef: String(Number(cur.taskRef) + 1) }
-        try { ok = ${JSON.stringify(mode)} === 'sync' ? s.writeEntryIfUnchangedSync(agentDir, cur, next) : await s.writeEntryIfUnchanged(agentDir, 'worker-' + id, cur, next) } catch (e) { if (e.code !== 'ELOCKED') throw e }
-        if (ok) { done++; lat.push(now() - a) }
+        if (await step('worker-' + id)) { done++; lat.push(now() - a) }
       }
       const cpu = process.cpuUsage(cpu0)
       console.log(JSON.stringify({ t0, t1: now(), lat, attempts, cpuUs: cpu.user + cpu.system }))
@@ -47,27 +60,32 @@ async function contended(agentDir, backends, perProcess, mode = 'async', ownEntr
   const native = require('../lib/binding.js').loadNative()
   const ids = backends.map((_, i) => (ownEntries ? `own-${i}` : 'contended'))
   for (const id of new Set(ids)) await native.writeEntry(agentDir, entry(id))
-  const startAt = Date.now() + 800
-  const outs = await Promise.all(
-    backends.map(
-      (b, i) =>
+  const children = backends.map((b, i) =>
+    spawn(process.execPath, ['-e', code, agentDir, String(perProcess), ids[i]], {
+      env: { ...process.env, PI_NATIVE_BACKEND: b },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  )
+  const outs = Promise.all(
+    children.map(
+      (p) =>
         new Promise((resolve, reject) => {
-          const p = spawn(process.execPath, ['-e', code, agentDir, String(perProcess), String(startAt), ids[i]], {
-            env: { ...process.env, PI_NATIVE_BACKEND: b },
-            stdio: ['ignore', 'pipe', 'inherit'],
-          })
           let out = ''
           p.stdout.on('data', (d) => (out += d))
-          p.on('close', (c) => (c === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bench child exited ${c}`))))
+          p.on('close', (c) => (c === 0 ? resolve(JSON.parse(out.slice(out.indexOf('\n') + 1))) : reject(new Error(`bench child exited ${c}`))))
         }),
     ),
   )
-  const seconds = (Math.max(...outs.map((o) => o.t1)) - Math.min(...outs.map((o) => o.t0))) / 1000
-  const lat = outs.flatMap((o) => o.lat)
+  const ready = children.map((p) => new Promise((resolve) => p.stdout.once('data', resolve)))
+  await Promise.race([Promise.all(ready), outs])
+  for (const p of children) p.stdin.end('go\n')
+  const results = await outs
+  const seconds = (Math.max(...results.map((o) => o.t1)) - Math.min(...results.map((o) => o.t0))) / 1000
+  const lat = results.flatMap((o) => o.lat)
   let final = 0
   for (const id of new Set(ids)) final += Number((await native.readEntry(agentDir, `worker-${id}`)).taskRef)
-  const attempts = outs.reduce((n, o) => n + o.attempts, 0)
-  const cpuUs = outs.reduce((n, o) => n + o.cpuUs, 0)
+  const attempts = results.reduce((n, o) => n + o.attempts, 0)
+  const cpuUs = results.reduce((n, o) => n + o.cpuUs, 0)
   return {
     attemptsPerSuccess: attempts / lat.length,
     cpuUsPerSuccess: cpuUs / lat.length,
@@ -77,6 +95,30 @@ async function contended(agentDir, backends, perProcess, mode = 'async', ownEntr
     lost: backends.length * perProcess - final,
   }
 }
+
+/** Calls per process in a contention run (its ceiling's runs make as many). */
+const PER_PROCESS = 300
+
+/**
+ * Several contention configurations (`contended`'s arguments after the folder), each run
+ * `runs` times, interleaved (a, b, …, a, b, …): per configuration the run of median throughput,
+ * with `lost` summed over all its runs and every run's throughput in `opsPerSecRuns`.
+ */
+async function contendedMedians(root, name, configs, runs = 3) {
+  const all = configs.map(() => [])
+  for (let r = 0; r < runs; r++) {
+    for (const [i, c] of configs.entries()) all[i].push(await contended(path.join(root, `${name}-${i}-${r}`), ...c))
+  }
+  return all.map((xs) => {
+    const median = [...xs].sort((a, b) => a.opsPerSec - b.opsPerSec)[(xs.length - 1) >> 1]
+    return { ...median, lost: xs.reduce((n, x) => n + x.lost, 0), opsPerSecRuns: xs.map((x) => x.opsPerSec) }
+  })
+}
+
+/** The throughputs of every run behind a median pair. */
+const runsText = (nat, j) =>
+  `median of ${nat.opsPerSecRuns.length} interleaved runs of ${PER_PROCESS} successes per process after ${WARM_UP} warm-up calls ` +
+  `(ops/s native ${nat.opsPerSecRuns.map((x) => x.toFixed(0)).join(', ')}; js ${j.opsPerSecRuns.map((x) => x.toFixed(0)).join(', ')})`
 
 /** What a success costs under contention: read → CAS attempts, and CPU time of all processes. */
 const contentionCost = (nat, j) =>
@@ -286,20 +328,19 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
       `${(natFree.opsPerSec / j.opsPerSec).toFixed(1)}×; under contention native keeps ${((100 * nat.opsPerSec) / natFree.opsPerSec).toFixed(0)}% ` +
       `of its ceiling, js ${((100 * j.opsPerSec) / jsFree.opsPerSec).toFixed(0)}% of its own`
     for (const n of [1, 2, 4, 8]) {
-      const per = 120
-      const j = await contended(path.join(root, `c-js-${n}`), Array(n).fill('js'), per)
-      const nat = await contended(path.join(root, `c-native-${n}`), Array(n).fill('native'), per)
+      const configs = [
+        [Array(n).fill('js'), PER_PROCESS],
+        [Array(n).fill('native'), PER_PROCESS],
+        ...(n === 8
+          ? [
+              [Array(8).fill('native'), PER_PROCESS, 'async', true],
+              [Array(8).fill('js'), PER_PROCESS, 'async', true],
+            ]
+          : []),
+      ]
+      const [j, nat, natFree, jsFree] = await contendedMedians(root, `c-${n}`, configs)
       const ratio = nat.opsPerSec / j.opsPerSec
-      const ceiling =
-        n === 8
-          ? ceilingNote(
-              'async',
-              nat,
-              j,
-              await contended(path.join(root, 'free-native-8'), Array(8).fill('native'), 400, 'async', true),
-              await contended(path.join(root, 'free-js-8'), Array(8).fill('js'), 400, 'async', true),
-            )
-          : null
+      const ceiling = n === 8 ? ceilingNote('async', nat, j, natFree, jsFree) : null
       results.push({
         name: `contended CAS, ${n} process${n > 1 ? 'es' : ''} (throughput)`,
         baselineNs: 1e9 / j.opsPerSec,
@@ -308,20 +349,18 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         target: n === 8 ? 20 : undefined,
         targetText: n === 8 ? '≥ 20× throughput, 0 lost' : undefined,
         met: n === 8 ? ratio >= 20 && nat.lost === 0 && j.lost === 0 : null,
-        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}${ceiling ? `; ${ceiling}` : ''}`,
+        notes: `${runsText(nat, j)}; native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}${ceiling ? `; ${ceiling}` : ''}`,
       })
     }
     {
-      const j = await contended(path.join(root, 'cs-js-8'), Array(8).fill('js'), 60, 'sync')
-      const nat = await contended(path.join(root, 'cs-native-8'), Array(8).fill('native'), 60, 'sync')
+      const [j, nat, natFree, jsFree] = await contendedMedians(root, 'cs-8', [
+        [Array(8).fill('js'), PER_PROCESS, 'sync'],
+        [Array(8).fill('native'), PER_PROCESS, 'sync'],
+        [Array(8).fill('native'), PER_PROCESS, 'sync', true],
+        [Array(8).fill('js'), PER_PROCESS, 'sync', true],
+      ])
       const ratio = nat.opsPerSec / j.opsPerSec
-      const ceiling = ceilingNote(
-        'sync',
-        nat,
-        j,
-        await contended(path.join(root, 'sfree-native-8'), Array(8).fill('native'), 300, 'sync', true),
-        await contended(path.join(root, 'sfree-js-8'), Array(8).fill('js'), 300, 'sync', true),
-      )
+      const ceiling = ceilingNote('sync', nat, j, natFree, jsFree)
       results.push({
         name: 'contended sync CAS, 8 processes (throughput)',
         baselineNs: 1e9 / j.opsPerSec,
@@ -330,10 +369,10 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         target: 5,
         targetText: '≥ 5× throughput, 0 lost',
         met: ratio >= 5 && nat.lost === 0 && j.lost === 0,
-        notes: `native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}; ${ceiling}`,
+        notes: `${runsText(nat, j)}; native ${nat.opsPerSec.toFixed(0)} ops/s p50 ${nat.p50.toFixed(2)} ms p99 ${nat.p99.toFixed(2)} ms lost ${nat.lost}; js ${j.opsPerSec.toFixed(0)} ops/s p50 ${j.p50.toFixed(2)} ms p99 ${j.p99.toFixed(2)} ms lost ${j.lost}; ${contentionCost(nat, j)}; ${ceiling}`,
       })
     }
-    const mixed = await contended(path.join(root, 'c-mixed'), ['native', 'js', 'native', 'js', 'native', 'js', 'native', 'js'], 120)
+    const mixed = await contended(path.join(root, 'c-mixed'), ['native', 'js', 'native', 'js', 'native', 'js', 'native', 'js'], PER_PROCESS)
     results.push({
       name: 'contended CAS, 8 processes mixed native + js',
       baselineNs: NaN,
