@@ -183,6 +183,61 @@ for (const [name, s] of backends()) {
     }
   })
 
+  test(`${name}: a sync CAS that meets this process's async CAS waiting for its JS comparison gives up within its budget, and lands from an exit hook (W-B6)`, async () => {
+    const a = tempAgentDir()
+    // Timestamps that only V8 judges: with `expected` undefined the async CAS waits for JS too.
+    const e = makeEntry('worker', 'wb6', { taskRef: '0', startedAt: 'Sat, 18 Jul 2026 00:00:00 GMT' })
+    const judged = {
+      'a Proxy expected': (cur) => new Proxy({ ...cur }, {}),
+      'undefined over V8-judged timestamps': () => undefined,
+    }
+    for (const [what, expectedOf] of Object.entries(judged)) {
+      fs.rmSync(matrixDir(a), { recursive: true, force: true })
+      await s.writeEntry(a, e)
+      const cur = await s.readEntry(a, e.entryId)
+      const pending = s.writeEntryIfUnchanged(a, e.entryId, expectedOf(cur), { ...e, taskRef: 'async' }).then(
+        (r) => r,
+        (err) => err,
+      )
+      const started = Date.now()
+      let sync
+      try {
+        sync = s.writeEntryIfUnchangedSync(a, cur, { ...e, taskRef: 'sync' })
+      } catch (err) {
+        sync = err
+      }
+      // B10: at most the sync retry budget (one 25 ms wait), never the 2 s wait for a native
+      // holder, which cannot finish while this thread is blocked.
+      assert.ok(Date.now() - started < 1000, `${what}: the sync CAS blocked ${Date.now() - started} ms`)
+      assert.ok(typeof sync === 'boolean' || sync.code === 'ELOCKED', `${what}: ${sync}`)
+      const async = await pending
+      assert.equal(typeof async, 'boolean', `${what}: ${async}`)
+      const onDisk = (await s.readEntry(a, e.entryId)).taskRef
+      assert.ok(onDisk === (sync === true ? 'sync' : async === true ? 'async' : e.taskRef) || (sync === true && async === true && onDisk === 'async'), `${what}: ${onDisk}`)
+      assert.deepEqual(leftovers(a), ['worker-wb6.json'], `${what}: nothing left behind`)
+    }
+    // From process.on('exit') the async CAS's comparison never comes: the exit hook's sync
+    // CAS still writes the terminal state, however far the async one got.
+    const code = `
+      const s = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})
+      const a = ${JSON.stringify(a)}
+      ;(async () => {
+        const cur = await s.readEntry(a, 'worker-wb6')
+        process.once('exit', () => console.log(s.writeEntryIfUnchangedSync(a, cur, { ...cur, status: 'closed' })))
+        s.writeEntryIfUnchanged(a, cur.entryId, new Proxy(cur, {}), { ...cur, taskRef: 'async' }).catch(() => {})
+        process.exit(0)
+      })()`
+    for (let i = 0; i < 3; i++) {
+      fs.rmSync(matrixDir(a), { recursive: true, force: true })
+      await s.writeEntry(a, e)
+      const out = require('node:child_process').spawnSync(process.execPath, ['-e', code], { env: { ...process.env, PI_NATIVE_BACKEND: name }, encoding: 'utf8' })
+      assert.equal(out.stdout.trim(), 'true', `exit hook, run ${i}: ${out.stderr}`)
+      assert.equal((await s.readEntry(a, e.entryId)).status, 'closed')
+      assert.deepEqual(leftovers(a), ['worker-wb6.json'], `exit hook, run ${i}: nothing left behind`)
+    }
+    fs.rmSync(a, { recursive: true, force: true })
+  })
+
   test(`${name}: T8–T11 corrupt, foreign, retired and inconsistent files read as absent`, async () => {
     const a = tempAgentDir()
     const good = makeEntry('worker', 'good')

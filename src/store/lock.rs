@@ -144,6 +144,8 @@ struct State {
     queues: HashMap<String, VecDeque<u64>>,
     next_ticket: u64,
     torn_down: HashSet<u64>,
+    /// JS environments whose `exit` event has fired: no JS callback of theirs will run again.
+    exited: HashSet<u64>,
     /// Lock paths somebody here waits for on disk → removals seen so far (notified handoff).
     waiting: HashMap<String, Waiting>,
     /// Attempts made early because a removal was notified (a diagnostic for tests).
@@ -380,6 +382,8 @@ pub struct LockGuard {
     owner: u64,
     disk: Arc<Mutex<Disk>>,
     released: bool,
+    /// Taken by a synchronous call: its JS thread is the caller, so it never waits for it.
+    sync: bool,
 }
 
 impl LockGuard {
@@ -406,6 +410,41 @@ impl LockGuard {
             });
         }
         publish()
+    }
+
+    /// Mark an asynchronous hold as waiting for the JS thread (a CAS suspended until JS judges
+    /// its file): from now on a synchronous acquisition on the JS thread must not wait for it
+    /// beyond its own retry budget, since it cannot finish while that thread is blocked (W-B6).
+    /// After its environment's `exit` event the JS thread runs only exit listeners, so the
+    /// verdict never comes: the lock is given back at once, as `release_callback_locks` gives
+    /// back a `withFileLock` cut short (L8), and the suspended CAS will act on nothing. A sync
+    /// hold is left as it is: its caller judges at once.
+    pub fn awaits_js(&self) {
+        if self.sync {
+            return;
+        }
+        let mut st = lock_state();
+        let mine = st
+            .held
+            .get(&self.lock_path)
+            .is_some_and(|h| Arc::ptr_eq(&h.disk, &self.disk));
+        if !mine {
+            return;
+        }
+        if st.exited.contains(&self.owner) {
+            st.held.remove(&self.lock_path);
+            drop(st);
+            give_back(vec![(self.lock_path.clone(), self.disk.clone())]);
+            return;
+        }
+        if let Some(h) = st.held.get_mut(&self.lock_path) {
+            h.kind = HolderKind::Callback;
+        }
+        let wake = st.sleepers > 0;
+        drop(st);
+        if wake {
+            table().released.notify_all();
+        }
     }
 
     /// Release: forget it in-process, then rmdir the lock directory if it is still ours.
@@ -595,6 +634,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         owner: opts.owner,
         disk,
         released: false,
+        sync: matches!(opts.retry, Retry::Sync { .. }),
     };
     let mut errors: Vec<FsError> = Vec::new();
     let start = Instant::now();
@@ -711,13 +751,18 @@ fn take_turn(
     budget: Duration,
 ) -> Result<Arc<Mutex<Disk>>, FsError> {
     let mut st = lock_state();
-    let bound = match (opts.retry, st.held.get(lock_path)) {
-        (Retry::Sync { .. }, Some(h)) if h.kind == HolderKind::Native => {
-            budget.max(SYNC_WAIT_FOR_OWN_HOLDER)
-        }
-        _ => budget,
+    let start = Instant::now();
+    // Looked at again after every wake-up: a holder that turns to wait for the JS thread
+    // (`LockGuard::awaits_js`) cannot finish while a sync caller blocks that thread.
+    let deadline = |st: &State| {
+        start
+            + match (opts.retry, st.held.get(lock_path)) {
+                (Retry::Sync { .. }, Some(h)) if h.kind == HolderKind::Native => {
+                    budget.max(SYNC_WAIT_FOR_OWN_HOLDER)
+                }
+                _ => budget,
+            }
     };
-    let deadline = Instant::now() + bound;
     let ticket = st.next_ticket;
     st.next_ticket += 1;
     st.queues
@@ -750,6 +795,7 @@ fn take_turn(
             return Ok(disk);
         }
         let now = Instant::now();
+        let deadline = deadline(&st);
         if cancelled || now >= deadline {
             if let Some(q) = st.queues.get_mut(lock_path) {
                 q.retain(|t| *t != ticket);
@@ -813,11 +859,16 @@ fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
 }
 
 /// The `exit` event of the JS environment `owner` (L8): locks held for JS callbacks that can
-/// no longer finish (a `withFileLock` cut short by `process.exit`) are removed. Operations
-/// are not cancelled: exit listeners that run later may still use the store synchronously.
+/// no longer finish (a `withFileLock` cut short by `process.exit`, an async CAS suspended for
+/// its JS verdict) are removed, and an async CAS that suspends later gives its lock back at
+/// once ([`LockGuard::awaits_js`]). Operations are not cancelled: exit listeners that run
+/// later may still use the store synchronously.
 pub fn release_callback_locks(owner: u64) {
     let mine: Vec<(String, Arc<Mutex<Disk>>)> = {
         let mut st = lock_state();
+        if owner != 0 {
+            st.exited.insert(owner);
+        }
         let paths: Vec<String> = st
             .held
             .iter()

@@ -304,6 +304,7 @@ pub fn cas_locked(
     let current = load(file, known);
     platform::read_now::learn(file);
     let Some(matched) = compare(current.as_ref(), expected) else {
+        guard.awaits_js();
         return Ok(CasOutcome::NeedsTimestamps(PendingCas {
             guard,
             file: file.to_string(),
@@ -391,6 +392,7 @@ pub fn cas_mismatch_now(
 /// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
 pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<PendingCas, FsError> {
     let guard = lock_entry(file, opts.lock)?;
+    guard.awaits_js();
     let (text, pending) = match load(file, &no_known) {
         Some(l) => (Some(l.text), l.pending),
         None => (None, Vec::new()),
