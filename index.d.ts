@@ -97,10 +97,10 @@ export interface ListChunk {
 }
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
-export declare function lockAcquire(filePath: string, retries?: number, stale?: number, realpath?: boolean): Promise<HeldLock>
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number): Promise<HeldLock>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
-export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, realpath?: boolean): HeldLock
+export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number): HeldLock
 
 /**
  * Diagnostic: lock acquisition attempts this process made early because the held lock's

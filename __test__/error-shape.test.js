@@ -202,3 +202,49 @@ test('lock errors: ELOCKED and ECOMPROMISED shaped as proper-lockfile’s', asyn
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('realpath: true resolves the target as proper-lockfile does (Node’s JS fs.realpath): its errors, and "" as the working folder', async () => {
+  const dir = fs.realpathSync(sandbox())
+  const cwd = process.cwd()
+  try {
+    const here = path.join(dir, 'here')
+    fs.mkdirSync(here)
+    process.chdir(here)
+    fs.writeFileSync(path.join(dir, 'real'), 'x')
+    const cases = { 'missing, relative': 'missing.txt', 'missing, absolute': path.join(dir, 'missing.txt') }
+    if (process.platform !== 'win32') {
+      fs.symlinkSync('loop', path.join(dir, 'loop'))
+      fs.symlinkSync('nowhere', path.join(dir, 'dangling'))
+      Object.assign(cases, { 'symlink loop': path.join(dir, 'loop'), 'dangling symlink': path.join(dir, 'dangling') })
+    }
+    const view = (e) => ({ ...shape(e), stack: undefined })
+    for (const [what, target] of Object.entries(cases)) {
+      const want = await lockfile.lock(target, { realpath: true }).then(() => assert.fail(`${what}: proper-lockfile locked`), (e) => e)
+      const wantSync = caught(() => lockfile.lockSync(target, { realpath: true }))
+      assert.notEqual(want.syscall, 'realpath', `${what}: the oracle's error comes from Node's JS realpath`)
+      for (const [name, impl] of backends()) {
+        let ran = false
+        const got = await impl.withFileLock(target, () => (ran = true), { realpath: true }).then(() => assert.fail('resolved'), (e) => e)
+        assert.deepEqual(view(got), view(want), `${name} withFileLock ${what}`)
+        assert.deepEqual(view(caught(() => impl.withFileLockSync(target, () => (ran = true), { realpath: true }))), view(wantSync), `${name} withFileLockSync ${what}`)
+        assert.equal(ran, false)
+      }
+    }
+    // '' is the working folder for Node's realpath: the lock is `<cwd>.lock`, then removed.
+    for (const [name, impl] of backends()) {
+      const seen = () => fs.readdirSync(dir).filter((n) => n.endsWith('.lock'))
+      assert.deepEqual(await impl.withFileLock('', seen, { realpath: true }), ['here.lock'], `${name} withFileLock ''`)
+      assert.deepEqual(impl.withFileLockSync('', seen, { realpath: true }), ['here.lock'], `${name} withFileLockSync ''`)
+      assert.deepEqual(seen(), [], `${name}: released`)
+      // A symlink is locked as its target (the lock sits next to the real file).
+      if (process.platform !== 'win32') {
+        fs.symlinkSync('real', path.join(dir, `link-${name}`))
+        const locks = await impl.withFileLock(path.join(dir, `link-${name}`), seen, { realpath: true })
+        assert.deepEqual(locks, ['real.lock'], `${name} withFileLock through a symlink`)
+      }
+    }
+  } finally {
+    process.chdir(cwd)
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -10,7 +10,7 @@ const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
 const { fromNative, compromisedError } = require('./contract/errors.js')
-const { isDeepStrictEqual } = require('node:util')
+const { isDeepStrictEqual, promisify } = require('node:util')
 const { expectedRoute, validTimestamps } = require('./expected.js')
 const { processMatrixDir, entryPath, buildEntryId } = paths
 
@@ -284,6 +284,13 @@ function writeFileAtomicSync(filePath, content, options) {
 }
 
 /**
+ * L1 with `realpath` on: the target as proper-lockfile resolves it, with Node's JavaScript
+ * `fs.realpath` (not `fs.promises.realpath`, the libc one): its answers ('' is the working
+ * folder) and its errors (an `lstat` or `stat` of the offending component) are the original's.
+ */
+const realpathAsJs = promisify(fs.realpath)
+
+/**
  * Run `fn` under the lock. If `fn` fails, its error wins (B15); if it succeeds but the lock was
  * taken over meanwhile (a paused holder judged stale by another process), the call fails with
  * ECOMPROMISED instead of reporting a success that another writer may have overwritten.
@@ -292,7 +299,8 @@ async function withFileLock(filePath, fn, options) {
   await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const o = lockOptions(options, false)
   paths.assertLockTarget(filePath, o.realpath)
-  const held = await binding.lockAcquire(filePath, o.retries, o.stale, o.realpath)
+  const target = o.realpath ? await realpathAsJs(filePath) : filePath
+  const held = await binding.lockAcquire(target, o.retries, o.stale)
   let result
   try {
     result = await fn()
@@ -309,7 +317,8 @@ function withFileLockSync(filePath, fn, options) {
   fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
   const o = lockOptions(options, true)
   paths.assertLockTarget(filePath, o.realpath)
-  const held = binding.lockAcquireSync(filePath, o.retries, o.stale, o.realpath)
+  const target = o.realpath ? fs.realpathSync(filePath) : filePath
+  const held = binding.lockAcquireSync(target, o.retries, o.stale)
   let result
   try {
     result = fn()

@@ -540,7 +540,6 @@ fn callback_lock_options(
     env: &Env,
     retries: Option<f64>,
     stale: Option<f64>,
-    realpath: Option<bool>,
     sync: bool,
 ) -> Result<LockOptions> {
     let retries = retries
@@ -553,7 +552,6 @@ fn callback_lock_options(
             Retry::Async { retries }
         },
         stale_ms: lock::normalize_stale(stale),
-        realpath: realpath.unwrap_or(false),
         kind: HolderKind::Callback,
         owner: owner(env)?,
         // B17a's mkdir of the parent happens before (lib/native.js), with its own errors.
@@ -564,7 +562,7 @@ fn callback_lock_options(
 /// withFileLock core: acquire (off the JS thread), resolving the held lock or the error.
 #[napi(
     catch_unwind,
-    ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean",
+    ts_args_type = "filePath: string, retries?: number, stale?: number",
     ts_return_type = "Promise<HeldLock>"
 )]
 pub fn lock_acquire<'e>(
@@ -572,9 +570,8 @@ pub fn lock_acquire<'e>(
     file: String,
     retries: Option<f64>,
     stale: Option<f64>,
-    realpath: Option<bool>,
 ) -> Result<PromiseRaw<'e, HeldLock>> {
-    let opts = callback_lock_options(env, retries, stale, realpath, false)?;
+    let opts = callback_lock_options(env, retries, stale, false)?;
     let in_flight = lock::InFlight::start(&file);
     run(
         env,
@@ -589,16 +586,15 @@ pub fn lock_acquire<'e>(
 /// withFileLockSync core: acquire on this thread (blocking sleeps between attempts).
 #[napi(
     catch_unwind,
-    ts_args_type = "filePath: string, retries?: number, stale?: number, realpath?: boolean"
+    ts_args_type = "filePath: string, retries?: number, stale?: number"
 )]
 pub fn lock_acquire_sync(
     env: &Env,
     file: String,
     retries: Option<f64>,
     stale: Option<f64>,
-    realpath: Option<bool>,
 ) -> Result<HeldLock> {
-    let opts = callback_lock_options(env, retries, stale, realpath, true)?;
+    let opts = callback_lock_options(env, retries, stale, true)?;
     match lock::acquire(&file, opts) {
         Ok(g) => Ok(HeldLock { guard: Some(g) }),
         Err(e) => Err(js_error(env, &e)),

@@ -52,11 +52,6 @@ pub fn touch_now(path: &str) -> bool {
     unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) == 0 }
 }
 
-/// `fs.realpath` of an existing path.
-pub fn realpath(path: &str) -> std::io::Result<String> {
-    Ok(std::fs::canonicalize(path)?.to_string_lossy().into_owned())
-}
-
 /// B18: which failed synchronous lock attempts are retried (POSIX: contention only).
 pub fn sync_lock_retryable(err: &FsError) -> bool {
     err.is("ELOCKED")

@@ -149,12 +149,6 @@ pub fn touch_now(path: &str) -> bool {
         .is_ok()
 }
 
-/// `fs.realpath` of an existing path, without the `\\?\` prefix Node never shows.
-pub fn realpath(path: &str) -> std::io::Result<String> {
-    let p = std::fs::canonicalize(path)?;
-    Ok(dunce::simplified(&p).to_string_lossy().into_owned())
-}
-
 /// B18 on win32: EPERM from the lock `mkdir` (a directory being deleted) counts as contention.
 pub fn sync_lock_retryable(err: &FsError) -> bool {
     err.is("ELOCKED") || err.is("EPERM")

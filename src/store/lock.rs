@@ -67,7 +67,6 @@ pub struct LockOptions {
     pub retry: Retry,
     /// Effective stale threshold (already normalized: at least 2000 ms).
     pub stale_ms: u64,
-    pub realpath: bool,
     pub kind: HolderKind,
     /// Which JS environment (main thread or a worker) holds it, for exit cleanup.
     pub owner: u64,
@@ -84,7 +83,6 @@ impl LockOptions {
         LockOptions {
             retry: Retry::Async { retries: 10 },
             stale_ms: MIN_STALE_MS,
-            realpath: false,
             kind: HolderKind::Native,
             owner: 0,
             create_parent: false,
@@ -96,7 +94,6 @@ impl LockOptions {
         LockOptions {
             retry: Retry::Sync { retries: 0 },
             stale_ms: MIN_STALE_MS,
-            realpath: false,
             kind: HolderKind::Native,
             owner: 0,
             create_parent: false,
@@ -346,7 +343,7 @@ pub struct InFlight {
 impl InFlight {
     /// Count an operation on `file`'s lock (resolved, as the store's locks are) as under way.
     pub fn start(file: &str) -> InFlight {
-        let lock_path = format!("{}.lock", nodepath::resolve(file));
+        let (lock_path, _) = lock_path_for(file);
         *in_flight().entry(lock_path.clone()).or_insert(0) += 1;
         InFlight { lock_path }
     }
@@ -539,14 +536,12 @@ fn dir_id(path: &str, meta: &std::fs::Metadata) -> DirId {
     }
 }
 
-/// L1: the lock directory for a target.
-pub fn lock_path_for(file: &str, realpath: bool) -> Result<(String, String), FsError> {
-    let target = if realpath {
-        platform::fs::realpath(file).map_err(|e| FsError::io(&e, "realpath", file))?
-    } else {
-        nodepath::resolve(file)
-    };
-    Ok((format!("{target}.lock"), target))
+/// L1: the lock directory for a target and the resolved target. With `realpath` on, the
+/// callers (lib/native.js) resolve the target with Node's own `fs.realpath` first, as
+/// proper-lockfile does, so its errors and answers are Node's.
+pub fn lock_path_for(file: &str) -> (String, String) {
+    let target = nodepath::resolve(file);
+    (format!("{target}.lock"), target)
 }
 
 fn now_ms() -> u128 {
@@ -624,7 +619,7 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
             "pi-native: the lock refresh thread could not start ({why})"
         )));
     }
-    let (lock_path, target) = lock_path_for(file, opts.realpath)?;
+    let (lock_path, target) = lock_path_for(file);
     let attempts = opts.retry.attempts();
     let budget: Duration = (1..attempts).map(|k| opts.retry.wait(k)).sum();
     let disk = take_turn(&lock_path, &target, opts, budget)?;

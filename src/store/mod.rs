@@ -333,9 +333,7 @@ static MATCHED_LAST: std::sync::LazyLock<std::sync::Mutex<std::collections::Hash
 const MAX_PREDICTED: usize = 64;
 
 fn last_matched(file: &str, matched: bool) {
-    let Ok((lock_path, _)) = lock::lock_path_for(file, false) else {
-        return;
-    };
+    let (lock_path, _) = lock::lock_path_for(file);
     let mut set = MATCHED_LAST.lock().unwrap_or_else(|e| e.into_inner());
     if matched {
         if set.len() >= MAX_PREDICTED {
@@ -371,9 +369,7 @@ pub fn cas_mismatch_now(
     known: &dyn Fn(&[u16]) -> Option<bool>,
 ) -> bool {
     use platform::read_now::{self, ReadNow};
-    let Ok((lock_path, _)) = lock::lock_path_for(file, false) else {
-        return false;
-    };
+    let (lock_path, _) = lock::lock_path_for(file);
     if lock::busy_here(&lock_path) || predicted_match(&lock_path) {
         return false;
     }
