@@ -238,6 +238,31 @@ for (const [name, s] of backends()) {
     fs.rmSync(a, { recursive: true, force: true })
   })
 
+  test(`${name}: writeFileAtomic(Sync) with a NUL in the name reads options.mode once, as the original's open argument, before the path fails`, async () => {
+    const a = tempAgentDir()
+    const file = path.join(a, 'x\0y')
+    const boom = () => ({
+      get mode() {
+        throw new Error('mode getter')
+      },
+    })
+    assert.throws(() => s.writeFileAtomicSync(file, 'x', boom()), { message: 'mode getter' })
+    await assert.rejects(s.writeFileAtomic(file, 'x', boom()), { message: 'mode getter' })
+    let reads = 0
+    const counted = {
+      get mode() {
+        reads++
+        return 0o600
+      },
+    }
+    assert.throws(() => s.writeFileAtomicSync(file, 'x', counted), { code: 'ERR_INVALID_ARG_VALUE' })
+    await assert.rejects(s.writeFileAtomic(file, ['x'], counted), { code: 'ERR_INVALID_ARG_VALUE' })
+    assert.equal(reads, 2)
+    assert.throws(() => s.writeFileAtomicSync(file, 'x', null), TypeError) // null.mode, as the original reads it
+    assert.deepEqual(fs.readdirSync(a), [])
+    fs.rmSync(a, { recursive: true, force: true })
+  })
+
   test(`${name}: T8–T11 corrupt, foreign, retired and inconsistent files read as absent`, async () => {
     const a = tempAgentDir()
     const good = makeEntry('worker', 'good')

@@ -256,7 +256,7 @@ function sweepOrphanTempFiles(agentDir, minAgeMs) {
 
 function writeFileAtomic(filePath, content, options) {
   return rejecting(() => {
-    paths.assertAtomicTarget(filePath)
+    paths.assertAtomicTarget(filePath, options)
     if (paths.isChunkIterable(content)) return writeChunksAtomic(filePath, content, options)
     const mode = atomicMode(filePath, options) // the original's open validates it before the data
     const bytes = paths.atomicContent(filePath, content)
@@ -277,7 +277,7 @@ async function writeChunksAtomic(filePath, chunks, options) {
 }
 
 function writeFileAtomicSync(filePath, content, options) {
-  paths.assertAtomicTarget(filePath)
+  paths.assertAtomicTarget(filePath, options)
   const mode = atomicMode(filePath, options)
   const bytes = paths.atomicContent(filePath, content)
   binding.atomicWriteSync(filePath, bytes, mode, durable())

@@ -48,14 +48,21 @@ function assertLockTarget(filePath, realpath) {
  * Argument checks of writeFileAtomic(Sync), in the original's order: `path.dirname(filePath)`
  * (Node's TypeError for a non-string), then — only for a path with a NUL byte — `mkdir -p` of
  * the parent and the error of the first fs call that sees the NUL (the parent's mkdir, else the
- * exclusive open of the temp file `<filePath>.<pid>.<uuid>.tmp`).
+ * exclusive open of the temp file `<filePath>.<pid>.<uuid>.tmp`, whose `options.mode` argument
+ * is read before Node looks at the path: a throwing getter's error comes first).
  */
-function assertAtomicTarget(filePath) {
+function assertAtomicTarget(filePath, options) {
   const dir = path.dirname(filePath)
   if (!filePath.includes('\0')) return
   assertNoNul(dir)
   fs.mkdirSync(dir, { recursive: true })
+  readMode(options)
   assertNoNul(`${filePath}.${process.pid}.${randomUUID()}.tmp`)
+}
+
+/** `options.mode` read as the original's open argument reads it (once; `options` defaults to {}). */
+function readMode(options = {}) {
+  return options.mode
 }
 
 /**
