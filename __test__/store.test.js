@@ -238,6 +238,34 @@ for (const [name, s] of backends()) {
     fs.rmSync(a, { recursive: true, force: true })
   })
 
+  test(`${name}: sweepOrphanTempFiles removes old temp files of dead writers, by the writers' exact name pattern`, async () => {
+    const a = tempAgentDir()
+    const dir = matrixDir(a)
+    fs.mkdirSync(dir, { recursive: true })
+    const dead = require('node:child_process').spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' })
+    const pid = Number(dead.stdout)
+    const uuid = '0f8fad5b-d9cb-469f-a165-70867728950e'
+    const names = {
+      [`w.json.${pid}.${uuid}.tmp`]: true,
+      [`.json.${pid}.${uuid}.tmp`]: true, // the temp of entryPath(a, ''), an entry file too (W-B7)
+      [`w.json.+${pid}.${uuid}.tmp`]: false,
+      [`w.json.${pid}.${uuid.toUpperCase()}.tmp`]: false,
+      [`w.${pid}.${uuid}.tmp`]: false,
+      [`w.json.${process.pid}.${uuid}.tmp`]: false, // its writer is alive
+      [`fresh.json.${pid}.${uuid}.tmp`]: false, // too young
+    }
+    const old = new Date(Date.now() - 3_600_000)
+    for (const n of Object.keys(names)) {
+      fs.writeFileSync(path.join(dir, n), 'x')
+      if (!n.startsWith('fresh')) fs.utimesSync(path.join(dir, n), old, old)
+    }
+    const removed = await s.sweepOrphanTempFiles(a, 600_000)
+    const want = Object.keys(names).filter((n) => names[n])
+    assert.deepEqual(removed.map((f) => path.basename(f)).sort(), want.sort())
+    assert.deepEqual(fs.readdirSync(dir).sort(), Object.keys(names).filter((n) => !names[n]).sort())
+    fs.rmSync(a, { recursive: true, force: true })
+  })
+
   test(`${name}: writeFileAtomic(Sync) with a NUL in the name reads options.mode once, as the original's open argument, before the path fails`, async () => {
     const a = tempAgentDir()
     const file = path.join(a, 'x\0y')

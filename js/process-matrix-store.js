@@ -191,7 +191,8 @@ async function removeEntryIfUnchanged(agentDir, expected) {
   })
 }
 
-const TEMP_RE = /^.+\.json\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
+// `.*`: entryPath(agentDir, '') is `<matrix>/.json`, an entry file like any other (W-B7).
+const TEMP_RE = /^.*\.json\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
 
 async function sweepOrphanTempFiles(agentDir, minAge) {
   const dir = processMatrixDir(agentDir)

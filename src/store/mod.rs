@@ -481,7 +481,8 @@ fn orphan_temp_pid(name: &str) -> Option<i32> {
         && uuid
             .chars()
             .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
-    if !entry.ends_with(".json") || !uuid_ok {
+    // Digits only, as the writers print a pid (`parse` alone would take a sign).
+    if !entry.ends_with(".json") || !uuid_ok || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     pid.parse::<i32>().ok().filter(|p| *p > 0)
@@ -581,5 +582,9 @@ mod tests {
         );
         assert_eq!(orphan_temp_pid("master-s.json.lock"), None);
         assert_eq!(orphan_temp_pid("x.json.12.notauuid.tmp"), None);
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        assert_eq!(orphan_temp_pid(&format!(".json.7.{uuid}.tmp")), Some(7));
+        assert_eq!(orphan_temp_pid(&format!("x.json.+7.{uuid}.tmp")), None);
+        assert_eq!(orphan_temp_pid(&format!("x.json.-7.{uuid}.tmp")), None);
     }
 }
