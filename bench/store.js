@@ -361,6 +361,13 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
       ])
       const ratio = nat.opsPerSec / j.opsPerSec
       const ceiling = ceilingNote('sync', nat, j, natFree, jsFree)
+      // The async row's bound without the thread hop either: the same 8 processes, with
+      // nothing to contend for and every CAS on the JS thread, against the JS backend's
+      // contended async throughput (its row's baseline).
+      const asyncRow = results.find((r) => r.name === 'contended CAS, 8 processes (throughput)')
+      asyncRow.notes +=
+        `; with no thread hop either (the sync ceiling below, ${natFree.opsPerSec.toFixed(0)} ops/s), native reaches ` +
+        `${((natFree.opsPerSec * asyncRow.baselineNs) / 1e9).toFixed(1)}× this row's js throughput`
       results.push({
         name: 'contended sync CAS, 8 processes (throughput)',
         baselineNs: 1e9 / j.opsPerSec,
