@@ -249,7 +249,7 @@ for (const [name, s] of backends()) {
       [`w.json.${pid}.${uuid}.tmp`]: true,
       [`.json.${pid}.${uuid}.tmp`]: true, // the temp of entryPath(a, ''), an entry file too (W-B7)
       [`w.json.+${pid}.${uuid}.tmp`]: false,
-      [`w.json.${pid}.${uuid.toUpperCase()}.tmp`]: false,
+      [`u.json.${pid}.${uuid.toUpperCase()}.tmp`]: false, // a name of its own: Windows folders ignore case
       [`w.${pid}.${uuid}.tmp`]: false,
       [`w.json.${process.pid}.${uuid}.tmp`]: false, // its writer is alive
       [`fresh.json.${pid}.${uuid}.tmp`]: false, // too young
