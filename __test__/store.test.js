@@ -7,6 +7,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const util = require('node:util')
 const { Worker } = require('node:worker_threads')
+const { spawnSync } = require('node:child_process')
 const lockfile = require('proper-lockfile')
 const { backends, root } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir, leftovers } = require('./store-fixtures.js')
@@ -230,7 +231,7 @@ for (const [name, s] of backends()) {
     for (let i = 0; i < 3; i++) {
       fs.rmSync(matrixDir(a), { recursive: true, force: true })
       await s.writeEntry(a, e)
-      const out = require('node:child_process').spawnSync(process.execPath, ['-e', code], { env: { ...process.env, PI_NATIVE_BACKEND: name }, encoding: 'utf8' })
+      const out = spawnSync(process.execPath, ['-e', code], { env: { ...process.env, PI_NATIVE_BACKEND: name }, encoding: 'utf8' })
       assert.equal(out.stdout.trim(), 'true', `exit hook, run ${i}: ${out.stderr}`)
       assert.equal((await s.readEntry(a, e.entryId)).status, 'closed')
       assert.deepEqual(leftovers(a), ['worker-wb6.json'], `exit hook, run ${i}: nothing left behind`)
@@ -242,7 +243,7 @@ for (const [name, s] of backends()) {
     const a = tempAgentDir()
     const dir = matrixDir(a)
     fs.mkdirSync(dir, { recursive: true })
-    const dead = require('node:child_process').spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' })
+    const dead = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' })
     const pid = Number(dead.stdout)
     const uuid = '0f8fad5b-d9cb-469f-a165-70867728950e'
     const names = {

@@ -56,15 +56,20 @@ function lockOptions(options = {}, sync) {
   return { retries, stale, realpath }
 }
 
+/** `options.mode` read as the original's open argument reads it (once; `options` defaults to {}). */
+function modeOption(options = {}) {
+  return options.mode
+}
+
 /**
  * writeFileAtomic(Sync)'s file mode: `options.mode ?? 0o666`, read where the original reads it —
  * after it created the parent directory — and accepted or refused as Node's `open` does (a
  * uint32, or a string of octal digits), so a throwing `options` or a bad mode leaves that
  * directory too and fails with Node's own error.
  */
-function atomicMode(filePath, options = {}) {
+function atomicMode(filePath, options) {
   try {
-    return nodeFileMode(options.mode ?? 0o666)
+    return nodeFileMode(modeOption(options) ?? 0o666)
   } catch (err) {
     fs.mkdirSync(path.dirname(filePath), { recursive: true })
     throw err
@@ -95,4 +100,4 @@ function sweepMinAge(minAgeMs) {
   return minAgeMs
 }
 
-module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode, sweepMinAge }
+module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode, modeOption, sweepMinAge }

@@ -4,6 +4,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { randomUUID } = require('node:crypto')
+const { modeOption } = require('./options.js')
 
 /** `<agentDir>/state/process-matrix` by `path.join` (its TypeError for a non-string agentDir). */
 function processMatrixDir(agentDir) {
@@ -56,13 +57,8 @@ function assertAtomicTarget(filePath, options) {
   if (!filePath.includes('\0')) return
   assertNoNul(dir)
   fs.mkdirSync(dir, { recursive: true })
-  readMode(options)
+  modeOption(options)
   assertNoNul(`${filePath}.${process.pid}.${randomUUID()}.tmp`)
-}
-
-/** `options.mode` read as the original's open argument reads it (once; `options` defaults to {}). */
-function readMode(options = {}) {
-  return options.mode
 }
 
 /**

@@ -295,6 +295,17 @@ fn table() -> &'static Table {
 }
 
 /// Sleep on `released` for at most `timeout` (counted in `sleepers`), returning the guard.
+/// Wake the threads asleep in [`sleep_until_released`] after a change of `st`, if any. Checked
+/// under the state's mutex, which a sleeper holds from its last look until it sleeps: nobody
+/// counted means nobody can miss the change.
+fn wake_sleepers(st: std::sync::MutexGuard<'static, State>) {
+    let wake = st.sleepers > 0;
+    drop(st);
+    if wake {
+        table().released.notify_all();
+    }
+}
+
 fn sleep_until_released(
     mut st: std::sync::MutexGuard<'static, State>,
     timeout: Duration,
@@ -421,26 +432,17 @@ impl LockGuard {
             return;
         }
         let mut st = lock_state();
-        let mine = st
-            .held
-            .get(&self.lock_path)
-            .is_some_and(|h| Arc::ptr_eq(&h.disk, &self.disk));
-        if !mine {
-            return;
+        let exited = st.exited.contains(&self.owner);
+        match st.held.get_mut(&self.lock_path) {
+            Some(h) if Arc::ptr_eq(&h.disk, &self.disk) => h.kind = HolderKind::Callback,
+            _ => return,
         }
-        if st.exited.contains(&self.owner) {
+        if exited {
             st.held.remove(&self.lock_path);
             drop(st);
             give_back(vec![(self.lock_path.clone(), self.disk.clone())]);
-            return;
-        }
-        if let Some(h) = st.held.get_mut(&self.lock_path) {
-            h.kind = HolderKind::Callback;
-        }
-        let wake = st.sleepers > 0;
-        drop(st);
-        if wake {
-            table().released.notify_all();
+        } else {
+            wake_sleepers(st);
         }
     }
 
@@ -480,13 +482,7 @@ impl LockGuard {
         {
             st.held.remove(&self.lock_path);
         }
-        // Checked under the state's mutex, which a sleeper holds from its last look until it
-        // sleeps: nobody counted means nobody can miss this release.
-        let wake = st.sleepers > 0;
-        drop(st);
-        if wake {
-            table().released.notify_all();
-        }
+        wake_sleepers(st);
         result
     }
 }
