@@ -47,6 +47,26 @@ async function compare({ name, baseline, native, iterations = 1000, nativeIterat
   return { name, baselineNs, nativeNs, ratio, target, targetText, met: target === undefined ? null : ratio >= target }
 }
 
+/**
+ * How an idle CPU waits for work (Linux only; undefined elsewhere or when sysfs does not say).
+ * Every async row pays for waking an idle thread and its CPU, so the ratios depend on it: in a
+ * VM whose guest does not poll before halting (`guest_halt_poll_ns` 0), each wake-up of an idle
+ * CPU is a VM exit, which costs the JS backend's many round trips far more than native's one.
+ */
+function cpuIdle() {
+  const read = (f) => {
+    try {
+      return fs.readFileSync(f, 'utf8').trim()
+    } catch {
+      return undefined
+    }
+  }
+  const driver = read('/sys/devices/system/cpu/cpuidle/current_driver')
+  if (!driver) return undefined
+  const pollNs = read('/sys/module/haltpoll/parameters/guest_halt_poll_ns')
+  return driver === 'haltpoll' && pollNs !== undefined ? `${driver}, guest halt polling ${pollNs} ns` : driver
+}
+
 function machine() {
   const cpus = os.cpus()
   return {
@@ -54,6 +74,7 @@ function machine() {
     cores: cpus.length,
     memoryGiB: Math.round(os.totalmem() / 2 ** 30),
     os: `${os.type()} ${os.release()}`,
+    cpuIdle: cpuIdle(),
     node: process.version,
     date: new Date().toISOString(),
   }
@@ -68,7 +89,7 @@ function fmtNs(ns) {
 
 function markdown(results, m) {
   const lines = [
-    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node} (${m.date.slice(0, 10)})`,
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}${m.cpuIdle ? ` (cpuidle ${m.cpuIdle})` : ''}, Node ${m.node} (${m.date.slice(0, 10)})`,
     '',
     '| scenario | baseline (js) | native | ratio | target | |',
     '|---|---:|---:|---:|---|---|',
