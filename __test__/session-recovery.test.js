@@ -390,13 +390,13 @@ test('long tail scans (marks searched per block, the lines between skipped) matc
   }
 })
 
-test('long scans shared by two threads (past 16 MiB from the end) match the SDK oracle', async () => {
-  // A native scan still without an answer 16 MiB from the end hands out the rest in 1 MiB
+test('long scans shared by two threads (past 8 MiB from the end) match the SDK oracle', async () => {
+  // A native scan still without an answer 8 MiB from the end hands out the rest in 1 MiB
   // chunks cut at line starts, to itself and a second thread; the nearest chunk holding an
   // answer decides. Answers at the front, just past the sharing point (the scanning thread's
   // own chunk, the helper's first), on a 1.5 MiB line several cuts fall into, far from both
   // ends; decoys on both sides; no answer at all; and the last 18 MiB blank (not shared: the
-  // answer's NBSP goes only with the whole-text trim).
+  // answer's NBSP goes only with the whole-text trim). Distances count from the sharing point.
   const filler = (n) => JSON.stringify({ ...base('message'), message: { role: 'toolResult', content: [{ type: 'text', text: 'x'.repeat(n) }] } })
   const fill = (bytes) => {
     const lines = []
@@ -404,15 +404,16 @@ test('long scans shared by two threads (past 16 MiB from the end) match the SDK 
     return lines
   }
   const MiB = 1024 * 1024
+  const SHARE = 8 * MiB
   const dir = freshDir()
   const late = JSON.stringify(assistant('late', 'pending')).replace('"assistant"', '"\\u0061ssistant"')
   const shapes = {
-    'at the front': () => [assistant('decoy'), ...fill(MiB / 2), assistant('at the front'), late, ...fill(25 * MiB)],
-    'chunk 0': () => [assistant('decoy'), ...fill(9 * MiB), assistant('chunk 0'), late, ...fill(16.5 * MiB)],
-    'chunk 1': () => [assistant('decoy'), ...fill(9 * MiB), assistant('chunk 1'), late, ...fill(17.5 * MiB)],
-    long: () => [assistant('decoy'), ...fill(9 * MiB), assistant(`long ${'a'.repeat(1.5 * MiB)}`), ...fill(18 * MiB)],
-    middle: () => [assistant('decoy'), ...fill(9 * MiB), assistant('middle'), late, ...fill(20 * MiB)],
-    none: () => [assistant('only decoy', 'pending'), ...fill(25 * MiB)],
+    'at the front': () => [assistant('decoy'), ...fill(MiB / 2), assistant('at the front'), late, ...fill(SHARE + 9 * MiB)],
+    'chunk 0': () => [assistant('decoy'), ...fill(9 * MiB), assistant('chunk 0'), late, ...fill(SHARE + 0.5 * MiB)],
+    'chunk 1': () => [assistant('decoy'), ...fill(9 * MiB), assistant('chunk 1'), late, ...fill(SHARE + 1.5 * MiB)],
+    long: () => [assistant('decoy'), ...fill(9 * MiB), assistant(`long ${'a'.repeat(1.5 * MiB)}`), ...fill(SHARE + 2 * MiB)],
+    middle: () => [assistant('decoy'), ...fill(9 * MiB), assistant('middle'), late, ...fill(SHARE + 4 * MiB)],
+    none: () => [assistant('only decoy', 'pending'), ...fill(SHARE + 9 * MiB)],
     trimmed: () => [assistant('decoy'), ...fill(9 * MiB), `${JSON.stringify(assistant('trimmed'))}\u00a0`, ' \t\n'.repeat(6 * MiB)],
   }
   for (const [shape, make] of Object.entries(shapes)) {
