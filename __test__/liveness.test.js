@@ -272,6 +272,18 @@ for (const [name, impl] of backends()) {
   })
 }
 
+test('the binding\'s kill0 answers as process.kill(pid, 0) and refuses a non-number', () => {
+  const binding = require('../index.js')
+  const pids = [process.pid, process.ppid, 0, -1, 1, 2 ** 31 - 1, -(2 ** 31), ...fixtures.pids]
+  for (const pid of pids) {
+    const r = kill0(pid)
+    assert.equal(binding.kill0(pid), r === 'ok' ? 0 : r.errno, `pid ${pid}`)
+  }
+  for (const bad of [[], ['1'], [undefined], [null]]) {
+    assert.throws(() => binding.kill0(...bad), { code: 'NumberExpected' }, `kill0(${bad.map(String)})`)
+  }
+})
+
 test('native and js backends agree on identities', () => {
   const [[, native], [, js]] = backends()
   for (const pid of [process.pid, process.ppid, fixtures.children[0].pid, fixtures.zombie.pid]) {

@@ -81,3 +81,71 @@ pub fn process_identity(pid: i32) -> Either<ProcessIdentity, Undefined> {
 pub fn same_process(pid: i32, start_time_ms: f64) -> bool {
     core::is_same_process(pid, start_time_ms)
 }
+
+/// `kill0` as a bare Node-API callback, put over the `#[napi]` export when the module loads
+/// ([`install_bare_kill0`]; the `#[napi]` declaration stays for the loader and the `.d.ts`).
+/// napi-rs 3 wraps every call of a function with arguments in a borrow scope (thread-local
+/// stacks, an `Arc`, a mutex): measured on an Intel host, 309 → 210 ns a probe without it,
+/// against ~170 ns for the `kill(2)` itself and 284–294 ns for `process.kill(pid, 0)`. This
+/// makes the three Node-API calls the probe needs and nothing else. A value that is not a
+/// number (the contract layer never passes one) throws, with napi-rs's `NumberExpected` code.
+unsafe extern "C" fn kill0_bare(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    let mut argc = 1usize;
+    let mut arg = std::ptr::null_mut();
+    let mut pid = 0i32;
+    // SAFETY: `env` and `info` are the live arguments of this callback; `arg` has room for argc.
+    let got = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            &mut arg,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ) == sys::Status::napi_ok
+            && argc >= 1
+            && sys::napi_get_value_int32(env, arg, &mut pid) == sys::Status::napi_ok
+    };
+    let result = if got {
+        std::panic::catch_unwind(|| kill0(pid)).map_err(panic_to_error)
+    } else {
+        Err(Error::new(
+            Status::NumberExpected,
+            "kill0: the pid must be a number".to_string(),
+        ))
+    };
+    let mut out = std::ptr::null_mut();
+    match result {
+        Ok(errno) => {
+            // SAFETY: `env` is live on this thread; `out` receives the new value.
+            unsafe { sys::napi_create_int32(env, errno, &mut out) };
+        }
+        // SAFETY: `env` is live on this thread; the callback then returns null, as thrown ones do.
+        Err(err) => unsafe { JsError::from(err).throw_into(env) },
+    }
+    out
+}
+
+/// Replace the generated `kill0` export with [`kill0_bare`] (same name, arguments and result).
+#[napi(module_exports)]
+pub fn install_bare_kill0(mut exports: Object, env: Env) -> Result<()> {
+    let mut f = std::ptr::null_mut();
+    // SAFETY: `env` is the registering environment; the name is a static UTF-8 string.
+    check_status!(unsafe {
+        sys::napi_create_function(
+            env.raw(),
+            c"kill0".as_ptr(),
+            5,
+            Some(kill0_bare),
+            std::ptr::null_mut(),
+            &mut f,
+        )
+    })?;
+    // SAFETY: `f` is the function just created in this environment.
+    exports.set_named_property("kill0", unsafe {
+        Unknown::from_raw_unchecked(env.raw(), f)
+    })
+}
