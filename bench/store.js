@@ -141,12 +141,22 @@ async function interleavedMedians(fns, n = 300, rounds = 9) {
 /** Median wall time (ns) of `fn` (async), over `rounds` batches of `n` calls. */
 const medianAsync = async (fn, n = 500, rounds = 9) => (await interleavedMedians({ fn }, n, rounds)).fn
 
-/** Median kernel CPU time (ns) per call of `fn` (sync): what its syscalls cost, whoever makes them. */
-function kernelNs(fn, n = 1000, rounds = 9) {
+/**
+ * Median kernel CPU time (ns) per call of `fn` (sync): what its syscalls cost, whoever makes them.
+ * Each round lasts at least `minMs`: where the kernel splits CPU time into user and system by
+ * sampling at its tick (CONFIG_TICK_CPU_ACCOUNTING, 4 ms at HZ=250, as on this VM), a round of a
+ * few ms holds zero or one sample and read 0.0 µs for a 4 µs read.
+ */
+function kernelNs(fn, minMs = 100, rounds = 9) {
   const xs = []
   for (let r = 0; r < rounds; r++) {
     const c = process.cpuUsage()
-    for (let i = 0; i < n; i++) fn()
+    const t0 = performance.now()
+    let n = 0
+    do {
+      for (let i = 0; i < 100; i++) fn()
+      n += 100
+    } while (performance.now() - t0 < minMs)
     xs.push((process.cpuUsage(c).system * 1000) / n)
   }
   return xs.sort((a, b) => a - b)[(rounds - 1) >> 1]
