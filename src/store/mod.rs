@@ -71,7 +71,72 @@ pub struct Loaded {
 
 /// B3: read, parse (G3) and validate (V1–V20); None = absent.
 pub fn load(path: &str, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
-    accept(read_text(path)?, known)
+    accept_at(path, read_text(path)?, known)
+}
+
+/// [`accept`] of `path`'s text, remembering it ([`VALID_TEXTS`]) when it is valid by its text
+/// alone: V8 was not asked about any timestamp, whose verdict on a string without an offset
+/// depends on the time zone, which a process may change.
+fn accept_at(path: &str, text: String, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
+    let asked = std::cell::Cell::new(false);
+    let l = accept(text, &|s: &[u16]| {
+        asked.set(true);
+        known(s)
+    })?;
+    if l.pending.is_empty() && !asked.get() {
+        remember_valid(path, &l.text);
+    }
+    Some(l)
+}
+
+/// The last text each entry file was found valid with by its text alone (V1–V20, every
+/// timestamp in the strict ISO form with an offset), by path. That verdict depends on nothing
+/// else, so a read or a CAS that finds those very bytes again knows it without parsing them: a
+/// heartbeat's CAS finds the text it read (or wrote) moments before. At most
+/// [`MAX_REMEMBERED`] files, texts of up to [`REMEMBER_MAX_BYTES`]; past that it starts over.
+static VALID_TEXTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, String>>,
+> = std::sync::LazyLock::new(Default::default);
+const MAX_REMEMBERED: usize = 64;
+const REMEMBER_MAX_BYTES: usize = 16 * 1024;
+
+fn remember_valid(path: &str, text: &str) {
+    if text.len() > REMEMBER_MAX_BYTES {
+        return;
+    }
+    let mut map = VALID_TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    match map.get_mut(path) {
+        Some(t) => {
+            t.clear();
+            t.push_str(text);
+        }
+        None => {
+            if map.len() >= MAX_REMEMBERED {
+                map.clear();
+            }
+            map.insert(path.to_string(), text.to_string());
+        }
+    }
+}
+
+/// Whether `text` is the text `path` was last found valid with.
+fn known_valid(path: &str, text: &str) -> bool {
+    VALID_TEXTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(path)
+        .is_some_and(|t| t == text)
+}
+
+/// [`ReadOut`] of `path`'s text: without parsing when it is the one last found valid there.
+fn read_out(path: &str, text: String) -> Option<ReadOut> {
+    if known_valid(path, &text) {
+        return Some(ReadOut {
+            text,
+            pending: Vec::new(),
+        });
+    }
+    accept_at(path, text, &no_known).map(ReadOut::from)
 }
 
 /// B3 after the read: parse (G3) and validate (V1–V20).
@@ -102,7 +167,7 @@ fn no_known(_: &[u16]) -> Option<bool> {
 
 /// `readEntry` core.
 pub fn read_entry(path: &str) -> Option<ReadOut> {
-    load(path, &no_known).map(ReadOut::from)
+    read_out(path, read_text(path)?)
 }
 
 impl From<Loaded> for ReadOut {
@@ -127,7 +192,7 @@ pub fn read_entry_on_pool(path: &str) -> Option<ReadOut> {
 pub fn read_entry_now(path: &str) -> Option<Option<ReadOut>> {
     use platform::read_now::ReadNow;
     match platform::read_now::read_now(path) {
-        ReadNow::Bytes(bytes) => Some(accept(text_of(bytes), &no_known).map(ReadOut::from)),
+        ReadNow::Bytes(bytes) => Some(read_out(path, text_of(bytes))),
         ReadNow::Absent => Some(None),
         ReadNow::WouldBlock => None,
     }
@@ -301,9 +366,18 @@ pub fn cas_locked(
     action: Action,
     durable: bool,
 ) -> Result<CasOutcome, FsError> {
-    let current = load(file, known);
+    let text = read_text(file);
     platform::read_now::learn(file);
-    let Some(matched) = compare(current.as_ref(), expected) else {
+    let mut current = None;
+    let verdict = match (expected, &text) {
+        // The writers' text of `expected`, last found valid here: equal without parsing either.
+        (Expected::Text(t), Some(s)) if s == t && known_valid(file, s) => Some(true),
+        _ => {
+            current = text.and_then(|t| accept_at(file, t, known));
+            compare(current.as_ref(), expected)
+        }
+    };
+    let Some(matched) = verdict else {
         guard.awaits_js();
         return Ok(CasOutcome::NeedsTimestamps(PendingCas {
             guard,
@@ -571,6 +645,78 @@ mod tests {
             !cas_mismatch_now(&file, &undefined, &known),
             "undefined vs a corrupt file"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A remembered valid text answers only for those very bytes at that path: a changed, corrupt
+    /// or invalid file is parsed and judged again, a text V8 had to judge is never remembered, and
+    /// a CAS whose `expected` is the remembered text matches without a parse.
+    #[test]
+    fn valid_texts_answer_only_for_the_same_bytes() {
+        let dir = std::env::temp_dir().join(format!("pi-native-valid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir
+            .join("master-session-1.json")
+            .to_string_lossy()
+            .into_owned();
+        let other_host = entry::tests::ENTRY.replace(r#""hostname":"h""#, r#""hostname":"i""#);
+        std::fs::write(&file, entry::tests::ENTRY).unwrap();
+        assert_eq!(read_entry(&file).unwrap().text, entry::tests::ENTRY);
+        assert!(known_valid(&file, entry::tests::ENTRY), "remembered");
+        assert!(!known_valid(&file, &other_host));
+        assert!(
+            !known_valid(&format!("{file}x"), entry::tests::ENTRY),
+            "by path"
+        );
+
+        std::fs::write(&file, &other_host).unwrap();
+        assert_eq!(read_entry(&file).unwrap().text, other_host, "changed bytes");
+        let invalid = entry::tests::ENTRY.replace(r#""role":"master""#, r#""role":"boss""#);
+        std::fs::write(&file, &invalid).unwrap();
+        assert!(
+            read_entry(&file).is_none(),
+            "an invalid text is judged again"
+        );
+        std::fs::write(&file, "{").unwrap();
+        assert!(
+            read_entry(&file).is_none(),
+            "a corrupt text is judged again"
+        );
+
+        // A timestamp without an offset is V8's (and the time zone's) to judge: not remembered.
+        let local = entry::tests::ENTRY.replace(
+            r#""heartbeatAt":"2026-07-19T00:00:00.000Z""#,
+            r#""heartbeatAt":"2026-07-19T00:00:00""#,
+        );
+        std::fs::write(&file, &local).unwrap();
+        assert!(load(&file, &|_| Some(true)).is_some());
+        assert!(!known_valid(&file, &local));
+
+        // The CAS: `expected` is the remembered text, so it matches and writes.
+        std::fs::write(&file, entry::tests::ENTRY).unwrap();
+        assert!(read_entry(&file).is_some());
+        let opts = WriteOptions {
+            lock: LockOptions::store_sync(),
+            durable: false,
+        };
+        let out = cas(
+            &file,
+            &Expected::Text(entry::tests::ENTRY.to_string()),
+            &no_known,
+            Action::Write(Some(other_host.clone().into_bytes())),
+            opts,
+        )
+        .unwrap();
+        assert!(matches!(out, CasOutcome::Matched));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), other_host);
+        // Texts past the size limit are parsed every time.
+        let big = entry::tests::ENTRY.replace(
+            r#""cwd":"/w""#,
+            &format!(r#""cwd":"/{}""#, "w".repeat(REMEMBER_MAX_BYTES)),
+        );
+        std::fs::write(&file, &big).unwrap();
+        assert!(read_entry(&file).is_some());
+        assert!(!known_valid(&file, &big));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
