@@ -21,6 +21,9 @@ use crate::json::{self, Json};
 use crate::jsstr::{is_js_whitespace, js_trim};
 use crate::nodepath;
 
+mod marks;
+use marks::{ASSISTANT, ESCAPE};
+
 /// Defaults of the original module.
 pub const DEFAULT_DEADLINE_MS: u64 = 5000;
 pub const DEFAULT_MAX_FILES: usize = 3;
@@ -242,10 +245,6 @@ fn header_version(v: &Json) -> Option<f64> {
     })
 }
 
-// Searchers built once: a whole-file scan asks for these in every block and line.
-static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
-static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
-
 /// A cheap exact pre-filter: a value can only carry the string "assistant" if the raw line
 /// spells it out or uses a `\u` escape somewhere.
 fn may_qualify(line: &[u8]) -> bool {
@@ -276,9 +275,10 @@ fn is_blank_ascii(raw: &[u8]) -> bool {
 }
 
 /// The marks without which no line passes [`may_qualify`] (`assistant`, and a `\u` escape)
-/// in one block: found with one forward SIMD pass per mark over the block's complete lines the
-/// first time they are needed, then handed out from the end, so a block costs two passes
-/// however many lines it holds. (A backward search has no SIMD prefilter: several times slower.)
+/// in one block: found with forward SIMD search ([`marks::find`]) over the block's complete
+/// lines the first time they are needed, then handed out from the end, so a block costs one
+/// search however many lines it holds. (A backward search has no SIMD prefilter: several times
+/// slower.)
 #[derive(Default)]
 struct Marks {
     /// Mark starts in ascending order; None before the search.
@@ -289,15 +289,7 @@ impl Marks {
     /// The start of the last mark in `block[..upto]`. `upto` never grows, and a mark never
     /// spans an LF, so a mark at or past `upto` lay in a line already looked at or skipped.
     fn last_before(&mut self, block: &[u8], upto: usize) -> Option<usize> {
-        let at = self.at.get_or_insert_with(|| {
-            let region = &block[..upto];
-            let mut at: Vec<usize> = [&*ASSISTANT, &*ESCAPE]
-                .into_iter()
-                .flat_map(|f| f.find_iter(region))
-                .collect();
-            at.sort_unstable();
-            at
-        });
+        let at = self.at.get_or_insert_with(|| marks::find(&block[..upto]));
         while at.last().is_some_and(|&h| h >= upto) {
             at.pop();
         }
