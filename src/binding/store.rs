@@ -556,6 +556,7 @@ fn callback_lock_options(
         owner: owner(env)?,
         // B17a's mkdir of the parent happens before (lib/native.js), with its own errors.
         create_parent: false,
+        js_verdict: false,
     })
 }
 

@@ -75,6 +75,10 @@ pub struct LockOptions {
     /// one `mkdir` instead of a `stat` on every call. A failure to create it is final, as the
     /// original's mkdir -p is.
     pub create_parent: bool,
+    /// The hold, once taken, waits for a verdict of the JS thread (a CAS whose comparison JS
+    /// makes). Like a `withFileLock` callback's ([`HolderKind::Callback`]), such an async hold is
+    /// not taken at all after its environment's `exit` event ([`State::dead_end`]).
+    pub js_verdict: bool,
 }
 
 impl LockOptions {
@@ -86,6 +90,7 @@ impl LockOptions {
             kind: HolderKind::Native,
             owner: 0,
             create_parent: false,
+            js_verdict: false,
         }
     }
 
@@ -97,6 +102,7 @@ impl LockOptions {
             kind: HolderKind::Native,
             owner: 0,
             create_parent: false,
+            js_verdict: false,
         }
     }
 }
@@ -326,6 +332,22 @@ fn lock_state() -> std::sync::MutexGuard<'static, State> {
 
 fn lock_disk(d: &Mutex<Disk>) -> std::sync::MutexGuard<'_, Disk> {
     d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl State {
+    /// Whether an acquisition per `opts` must not take its lock: its environment was torn down,
+    /// or it is async, would wait for the JS thread once held, and that environment's `exit`
+    /// event has fired, so no JS of it runs again. Taken anyway, such a lock would be given back
+    /// only if its thread got there before the process ended; a lock directory made in that
+    /// last moment stayed behind (seen under Wine: an async CAS with a Proxy `expected` started
+    /// right before `process.exit`). Sync acquisitions go on: later exit listeners may still lock.
+    fn dead_end(&self, opts: &LockOptions) -> bool {
+        opts.owner != 0
+            && (self.torn_down.contains(&opts.owner)
+                || !matches!(opts.retry, Retry::Sync { .. })
+                    && (opts.js_verdict || opts.kind == HolderKind::Callback)
+                    && self.exited.contains(&opts.owner))
+    }
 }
 
 /// True once the JS environment `owner` has been torn down (0 = no environment: Rust tests).
@@ -634,6 +656,9 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     let mut parent_checked = !opts.create_parent;
     // Err(Some(e)): the target's folder could not be made, a final error of its own.
     let result = loop {
+        if lock_state().dead_end(&opts) {
+            break Err(None); // answered below: nothing made on disk after the end
+        }
         let seen = removals(&guard.lock_path);
         match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
             Ok(id) => {
@@ -681,8 +706,9 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         }
     };
     watch.stop(&guard.lock_path);
-    if is_torn_down(opts.owner) {
-        // Taken or not, an environment that went away gets nothing (Drop gives it back).
+    if lock_state().dead_end(&opts) {
+        // Taken or not, an environment that went away (or whose JS will not run again, for a
+        // hold that waits for it) gets nothing (Drop gives it back).
         return Err(FsError::Cancelled);
     }
     let final_error = match result {
@@ -761,7 +787,7 @@ fn take_turn(
         .or_default()
         .push_back(ticket);
     loop {
-        let cancelled = opts.owner != 0 && st.torn_down.contains(&opts.owner);
+        let cancelled = st.dead_end(&opts);
         let first = st.queues.get(lock_path).and_then(|q| q.front()) == Some(&ticket);
         if !cancelled && first && !st.held.contains_key(lock_path) {
             if let Some(q) = st.queues.get_mut(lock_path) {
@@ -1017,6 +1043,49 @@ mod tests {
         let g = acquire(&file, LockOptions::store_async()).unwrap();
         std::fs::remove_dir(&lock).unwrap();
         assert!(g.fenced(|| Ok(())).is_err());
+    }
+
+    /// After an environment's `exit` event, an async hold that would wait for its JS thread (a
+    /// judged CAS, a `withFileLock` callback) is not taken at all, so no lock directory can be
+    /// made after the last exit listener; sync ones and async ones that need no JS still are.
+    #[test]
+    fn no_async_hold_waiting_for_js_after_exit() {
+        let file = tmp("after-exit");
+        let lock = format!("{file}.lock");
+        let owner = 2_000_000 + u64::from(std::process::id());
+        release_callback_locks(owner); // the `exit` event
+        let judged = LockOptions {
+            owner,
+            js_verdict: true,
+            ..LockOptions::store_async()
+        };
+        assert_eq!(acquire(&file, judged).err(), Some(FsError::Cancelled));
+        let callback = LockOptions {
+            owner,
+            kind: HolderKind::Callback,
+            ..LockOptions::store_async()
+        };
+        assert_eq!(acquire(&file, callback).err(), Some(FsError::Cancelled));
+        assert!(
+            !std::path::Path::new(&lock).exists(),
+            "nothing made on disk"
+        );
+        for opts in [
+            LockOptions {
+                owner,
+                ..LockOptions::store_async()
+            },
+            LockOptions {
+                owner,
+                js_verdict: true,
+                ..LockOptions::store_sync()
+            },
+        ] {
+            let g = acquire(&file, opts).unwrap();
+            assert!(std::path::Path::new(&lock).is_dir());
+            g.release().unwrap();
+        }
+        assert!(!std::path::Path::new(&lock).exists());
     }
 
     #[test]

@@ -461,7 +461,11 @@ pub fn cas_mismatch_now(
 /// SPEC B20's exact route): mkdir -p, lock, read + validate, then suspend with the file's text
 /// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
 pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<PendingCas, FsError> {
-    let guard = lock_entry(file, opts.lock)?;
+    let lock = LockOptions {
+        js_verdict: true,
+        ..opts.lock
+    };
+    let guard = lock_entry(file, lock)?;
     guard.awaits_js();
     let (text, pending) = match load(file, &no_known) {
         Some(l) => (Some(l.text), l.pending),
