@@ -351,7 +351,17 @@ for (const [name, s] of backends()) {
     s.writeFileAtomicSync(file, 'short')
     assert.equal(fs.readFileSync(file, 'utf8'), 'short')
     const payloads = Array.from({ length: 100 }, (_, i) => `payload-${i}-${'y'.repeat(i * 10)}`)
-    await Promise.all(payloads.map((p) => s.writeFileAtomic(file, p)))
+    const settled = await Promise.allSettled(payloads.map((p) => s.writeFileAtomic(file, p)))
+    const failed = settled.filter((r) => r.status === 'rejected').map((r) => r.reason)
+    if (name === 'js' && process.platform === 'win32') {
+      // B19: the original retries a win32 rename 9 times, ~1.3 s in all; 100 writers renaming
+      // over one file at once can outlast that (seen under Wine), and then the write fails with
+      // the rename's own error, its temp file removed.
+      for (const err of failed) assert.ok(['EPERM', 'EACCES', 'EBUSY'].includes(err.code) && err.syscall === 'rename', String(err))
+      assert.ok(failed.length < payloads.length, 'some writes land')
+    } else {
+      assert.deepEqual(failed, [])
+    }
     assert.ok(payloads.includes(fs.readFileSync(file, 'utf8')))
     assert.deepEqual(fs.readdirSync(path.dirname(file)), ['c.txt'])
     // A failing write (target is a directory) leaves no temp file. Renaming a file over a
