@@ -576,12 +576,12 @@ impl Carry {
     /// the piece holds a mark when that is known already.
     fn prepend(&mut self, lo: u64, piece: &[u8], marked: Option<bool>) {
         debug_assert_eq!(lo + piece.len() as u64, self.lo);
-        let has_mark = |b: &[u8]| ASSISTANT.find(b).is_some() || ESCAPE.find(b).is_some();
         // A mark across the boundary starts in the piece's last 8 bytes and ends in the first
         // 8 bytes after it (the head).
         let mut seam = piece[piece.len().saturating_sub(Self::HEAD / 2)..].to_vec();
         seam.extend_from_slice(&self.head);
-        self.marked = self.marked || marked.unwrap_or_else(|| has_mark(piece)) || has_mark(&seam);
+        self.marked =
+            self.marked || marked.unwrap_or_else(|| marks::any(piece)) || marks::any(&seam);
         self.ascii_mark = self.ascii_mark || !is_blank_ascii(piece);
         let mut head = piece[..piece.len().min(Self::HEAD)].to_vec();
         let more = (Self::HEAD - head.len()).min(self.head.len());
