@@ -580,17 +580,20 @@ mod tests {
         assert_eq!(entry_path("/a", "../../x"), "/a/x.json");
     }
 
+    /// A new folder of this process under the temp dir, and the path of an entry file in it.
+    fn temp_entry(name: &str) -> (std::path::PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!("pi-native-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("master-session-1.json");
+        (dir, file.to_string_lossy().into_owned())
+    }
+
     /// The JS-thread mismatch answer: only a certain mismatch, never while this process has an
     /// operation under way on the entry, never while its lock directory exists.
     #[cfg(target_os = "linux")]
     #[test]
     fn cas_mismatch_now_only_when_certain() {
-        let dir = std::env::temp_dir().join(format!("pi-native-cas-now-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir
-            .join("master-session-1.json")
-            .to_string_lossy()
-            .into_owned();
+        let (dir, file) = temp_entry("cas-now");
         let lock = format!("{file}.lock");
         std::fs::write(&file, entry::tests::ENTRY).unwrap();
         // Learn the directory, update the access time, and leave a cached negative dentry of
@@ -657,12 +660,7 @@ mod tests {
     /// a CAS whose `expected` is the remembered text matches without a parse.
     #[test]
     fn valid_texts_answer_only_for_the_same_bytes() {
-        let dir = std::env::temp_dir().join(format!("pi-native-valid-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir
-            .join("master-session-1.json")
-            .to_string_lossy()
-            .into_owned();
+        let (dir, file) = temp_entry("valid");
         let other_host = entry::tests::ENTRY.replace(r#""hostname":"h""#, r#""hostname":"i""#);
         std::fs::write(&file, entry::tests::ENTRY).unwrap();
         assert_eq!(read_entry(&file).unwrap().text, entry::tests::ENTRY);
