@@ -338,9 +338,9 @@ impl State {
     /// Whether an acquisition per `opts` must not take its lock: its environment was torn down,
     /// or it is async, would wait for the JS thread once held, and that environment's `exit`
     /// event has fired, so no JS of it runs again. Taken anyway, such a lock would be given back
-    /// only if its thread got there before the process ended; a lock directory made in that
-    /// last moment stayed behind (seen under Wine: an async CAS with a Proxy `expected` started
-    /// right before `process.exit`). Sync acquisitions go on: later exit listeners may still lock.
+    /// only if its thread got there before the process ended: a lock directory left once, in a
+    /// CI run under Wine, by an async CAS with a Proxy `expected` started right before
+    /// `process.exit` fits that window. Sync acquisitions go on: later exit listeners may lock.
     fn dead_end(&self, opts: &LockOptions) -> bool {
         opts.owner != 0
             && (self.torn_down.contains(&opts.owner)
