@@ -12,40 +12,43 @@ use memchr::memmem::Finder;
 use std::sync::LazyLock;
 
 /// The marks themselves.
-pub const ASSISTANT_MARK: &[u8] = b"assistant";
-pub const ESCAPE_MARK: &[u8] = b"\\u";
+const ASSISTANT_MARK: &[u8] = b"assistant";
+const ESCAPE_MARK: &[u8] = b"\\u";
 
 pub static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(ASSISTANT_MARK));
 pub static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(ESCAPE_MARK));
 
 /// Where every mark in `hay` starts, ascending (a mark counts only if it lies wholly in `hay`).
 pub fn find(hay: &[u8]) -> Vec<usize> {
+    one_pass(hay).unwrap_or_else(|| find_with_memchr(hay))
+}
+
+/// Whether `hay` holds a mark (`memchr`'s searchers stop at the first one found).
+pub fn any(hay: &[u8]) -> bool {
+    match one_pass(hay) {
+        Some(at) => !at.is_empty(),
+        None => ASSISTANT.find(hay).is_some() || ESCAPE.find(hay).is_some(),
+    }
+}
+
+/// [`find`] in one pass where the CPU has AVX-512 BW (std detects it once), else None.
+fn one_pass(hay: &[u8]) -> Option<Vec<usize>> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512bw") {
             let mut at = Vec::new();
             // SAFETY: the CPU has AVX-512 F and BW (BW implies F), checked just above.
             unsafe { avx512::find(hay, &mut at) };
-            return at;
+            return Some(at);
         }
     }
-    find_with_memchr(hay)
-}
-
-/// Whether `hay` holds a mark (one pass where [`find`] makes one, else `memchr`'s, stopping at
-/// the first found).
-pub fn any(hay: &[u8]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512bw") {
-            return !find(hay).is_empty();
-        }
-    }
-    ASSISTANT.find(hay).is_some() || ESCAPE.find(hay).is_some()
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = hay; // no one-pass form here
+    None
 }
 
 /// [`find`] with one `memchr` pass per mark.
-pub fn find_with_memchr(hay: &[u8]) -> Vec<usize> {
+fn find_with_memchr(hay: &[u8]) -> Vec<usize> {
     let mut at: Vec<usize> = [&*ASSISTANT, &*ESCAPE]
         .into_iter()
         .flat_map(|f| f.find_iter(hay))
@@ -62,7 +65,7 @@ fn starts_mark(hay: &[u8], j: usize) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub mod avx512 {
+mod avx512 {
     use super::starts_mark;
     use std::arch::x86_64::*;
 
