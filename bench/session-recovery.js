@@ -72,15 +72,67 @@ function copyFloorNs(file, from = 0) {
   return xs.sort((a, b) => a - b)[5]
 }
 
-/** Median time (ns) of one libuv round trip (fs.promises.stat): the floor of any async call. */
-async function hopNs(file) {
-  const xs = []
-  for (let r = 0; r < 9; r++) {
-    const t = process.hrtime.bigint()
-    for (let i = 0; i < 200; i++) await fs.promises.stat(file)
-    xs.push(Number(process.hrtime.bigint() - t) / 200)
+/**
+ * Node reading the bytes `[from, end of file)` of `file` in one `fs.read` into one buffer, as a
+ * control for any tail-first scan (which must read at least those bytes): the median time of the
+ * read made synchronously on the JS thread, and of the same read as an async round trip through
+ * libuv's pool, called back to back as the recovery rows are. The async one is the floor of an
+ * off-thread scan: the copy, plus what leaving the JS thread costs on this machine, which on a
+ * VM whose idle vCPUs halt is far more than the bare hop (a woken vCPU runs cold for a while).
+ */
+async function nodeRead(file, from) {
+  const size = fs.statSync(file).size
+  const buf = Buffer.allocUnsafe(size - from)
+  const fd = fs.openSync(file, 'r')
+  const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1]
+  const readAsync = () =>
+    new Promise((resolve, reject) => fs.read(fd, buf, 0, buf.length, from, (err) => (err ? reject(err) : resolve())))
+  try {
+    for (let i = 0; i < 100; i++) await readAsync()
+    const sync = []
+    for (let i = 0; i < 300; i++) {
+      const t = process.hrtime.bigint()
+      fs.readSync(fd, buf, 0, buf.length, from)
+      sync.push(Number(process.hrtime.bigint() - t))
+    }
+    const async = []
+    for (let i = 0; i < 1000; i++) {
+      const t = process.hrtime.bigint()
+      await readAsync()
+      async.push(Number(process.hrtime.bigint() - t))
+    }
+    return { syncNs: median(sync), asyncNs: median(async) }
+  } finally {
+    fs.closeSync(fd)
   }
-  return xs.sort((a, b) => a - b)[4]
+}
+
+/**
+ * The same native recovery and the same Node read (`nodeRead`) in a child confined to one CPU
+ * (`taskset`), where every hand-over between threads stays on a CPU that is already awake: how
+ * much of a call is the machine's price for waking another CPU. Linux with `taskset` and two
+ * CPUs or more only (else null).
+ */
+function oneCpu(dir, file, from) {
+  if (process.platform !== 'linux' || os.availableParallelism() < 2) return null
+  const script = `
+    const { loadNative } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'binding.js'))})
+    const fs = require('node:fs')
+    const native = loadNative()
+    ;(async () => {
+      for (let i = 0; i < 200; i++) await native.recoverLastAssistantFromSession(${JSON.stringify(dir)}, 's')
+      const xs = []
+      for (let i = 0; i < 1000; i++) {
+        const t = process.hrtime.bigint()
+        await native.recoverLastAssistantFromSession(${JSON.stringify(dir)}, 's')
+        xs.push(Number(process.hrtime.bigint() - t))
+      }
+      const read = await (${nodeRead.toString()})(${JSON.stringify(file)}, ${from})
+      console.log(JSON.stringify({ nativeNs: xs.sort((a, b) => a - b)[500], read }))
+    })()`
+  const r = spawnSync('taskset', ['-c', '0', process.execPath, '-e', script], { encoding: 'utf8' })
+  if (r.error || r.status !== 0) return null
+  return JSON.parse(r.stdout)
 }
 
 module.exports = async function sessionRecovery({ compare, native, js }) {
@@ -121,12 +173,20 @@ module.exports = async function sessionRecovery({ compare, native, js }) {
       const file = path.join(dir, fs.readdirSync(dir)[0])
       if (big && !front) {
         // Any tail-first scan reads at least from the answer's line to the end (the fixture puts
-        // ~1 MiB of records after it), after one round trip to a thread.
+        // ~1 MiB of records after it), off the JS thread.
         const whole = fs.readFileSync(file)
         const from = whole.lastIndexOf('{"type":"message"', whole.lastIndexOf('THE ANSWER'))
-        const floor = (await hopNs(file)) + copyFloorNs(file, from)
-        r.floorNs = floor
-        r.notes = `floor ${(floor / 1000).toFixed(0)} µs (one libuv round trip + reading the ${((bytes - from) / MiB).toFixed(2)} MiB from the answer to the end) → best reachable ratio ${(r.baselineNs / floor).toFixed(0)}×; native is ${(r.nativeNs / floor).toFixed(2)}× its floor`
+        const read = await nodeRead(file, from)
+        const one = oneCpu(dir, file, from)
+        const us = (ns) => `${(ns / 1000).toFixed(0)} µs`
+        r.floorNs = read.asyncNs
+        r.notes =
+          `floor ${us(read.asyncNs)} (Node reading the ${((bytes - from) / MiB).toFixed(2)} MiB from the answer to the end in one async fs.read; ${us(read.syncNs)} as a readSync) → ` +
+          `best reachable ratio ${(r.baselineNs / read.asyncNs).toFixed(0)}×; native is ${(r.nativeNs / read.asyncNs).toFixed(2)}× its floor` +
+          (one
+            ? `; confined to one CPU: that read ${us(one.read.asyncNs)} async, ${us(one.read.syncNs)} sync, native ${us(one.nativeNs)} → ${(r.baselineNs / one.nativeNs).toFixed(0)}×`
+            : '')
+        r.extra = { ...r.extra, nodeRead: read, oneCpu: one }
       }
       if (front) {
         // The floor of any whole-file scan: copying the file out of the page cache (Node's own
@@ -141,7 +201,7 @@ module.exports = async function sessionRecovery({ compare, native, js }) {
           `${r.notes ? `${r.notes}; ` : ''}native peak RSS growth ${(fp.rssGrowthKiB / 1024).toFixed(1)} MiB (target < 8); ` +
           `longest gap of a 1 ms timer (raw / own) during 20 recoveries ${gaps(fp.scan)} (target < 1 ms beyond the timer), ` +
           `controls for as long: nothing running ${gaps(fp.idle)}, another thread spinning ${gaps(fp.spin)}, two other threads spinning ${gaps(fp.spin2)}`
-        r.extra = { rssGrowthMiB: fp.rssGrowthKiB / 1024, loopGapMs: fp.scan, idleGapMs: fp.idle, spinGapMs: fp.spin, spin2GapMs: fp.spin2 }
+        r.extra = { ...r.extra, rssGrowthMiB: fp.rssGrowthKiB / 1024, loopGapMs: fp.scan, idleGapMs: fp.idle, spinGapMs: fp.spin, spin2GapMs: fp.spin2 }
       }
       results.push(r)
     }
