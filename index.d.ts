@@ -139,6 +139,12 @@ export declare function recoverSessionTail(sessionDir: string, sessionId: string
 export declare function recoveryCallsPending(): number
 
 /**
+ * Diagnostic: whether this environment settles recovery promises through its own libuv async
+ * handle (`src/binding/settle.rs`), as under Node, rather than napi-rs's thread-safe functions.
+ */
+export declare function recoverySettlesThroughOutbox(): boolean
+
+/**
  * At this environment's `exit` event: remove the locks still held for callbacks that can no
  * longer finish (registered on `process.on("exit")`; later exit listeners may still lock).
  */

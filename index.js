@@ -849,6 +849,7 @@ module.exports.probeState = nativeBinding.probeState
 module.exports.processIdentity = nativeBinding.processIdentity
 module.exports.recoverSessionTail = nativeBinding.recoverSessionTail
 module.exports.recoveryCallsPending = nativeBinding.recoveryCallsPending
+module.exports.recoverySettlesThroughOutbox = nativeBinding.recoverySettlesThroughOutbox
 module.exports.releaseLocksAtExit = nativeBinding.releaseLocksAtExit
 module.exports.sameProcess = nativeBinding.sameProcess
 module.exports.setErrorFactory = nativeBinding.setErrorFactory

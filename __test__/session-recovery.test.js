@@ -523,6 +523,37 @@ test('the event loop keeps ticking while a 64 MiB file is recovered (full-parse 
   fs.rmSync(dir, { recursive: true })
 })
 
+test('recovery promises settle through the environment\'s own libuv handle, which holds the process only while one is pending', async () => {
+  const { spawnSync } = require('node:child_process')
+  const dir = freshDir()
+  writeSession(dir, '2026-10-03T10-00-00-000Z_s.jsonl', [header(), user('q'), assistant('kept')])
+  // One child per case, with nothing else to keep its loop alive: it prints what each call
+  // settled with (a handle let go while a call is pending would exit first, silently) and must
+  // then exit on its own (a handle still held would hang it until the timeout).
+  const script = `
+    const binding = require(${JSON.stringify(path.join(root, 'index.js'))})
+    const s = require(${JSON.stringify(path.join(root, 'lib', 'native.js'))})
+    const dir = process.argv[1]
+    const cases = {
+      scan: () => s.recoverLastAssistantFromSession(dir, 's'),
+      deadline: () => s.recoverLastAssistantFromSession(dir, 's', { deadlineMs: 0 }),
+      many: () => Promise.all(Array.from({ length: 50 }, (_, i) => s.recoverLastAssistantFromSession(i % 2 ? dir : dir + '-none', 's'))),
+    }
+    cases[process.argv[2]]().then((r) => {
+      process.stdout.write(JSON.stringify({ outbox: binding.recoverySettlesThroughOutbox(), r }))
+    })`
+  for (const name of ['scan', 'deadline', 'many']) {
+    const out = spawnSync(process.execPath, ['-e', script, dir, name], { encoding: 'utf8', timeout: 30000 })
+    assert.equal(out.status, 0, `${name}: ${out.error ?? ''} ${out.stderr}`)
+    const { outbox, r } = JSON.parse(out.stdout)
+    assert.equal(outbox, true, `${name}: settled through napi-rs's thread-safe functions`)
+    if (name === 'scan') assert.equal(r.text, 'kept')
+    if (name === 'deadline') assert.equal(r, null)
+    if (name === 'many') assert.deepEqual(r.map((x) => x && x.text), Array.from({ length: 50 }, (_, i) => (i % 2 ? 'kept' : null)))
+  }
+  fs.rmSync(dir, { recursive: true })
+})
+
 test('public module: subpath exports, ESM, root re-export', async () => {
   const sub = require('pi-native/session-recovery')
   assert.equal(typeof sub.recoverLastAssistantFromSession, 'function')

@@ -6,6 +6,7 @@ pub mod expected;
 pub mod failure;
 pub mod liveness;
 pub mod session;
+pub mod settle;
 pub mod store;
 
 use std::cell::Cell;

@@ -10,6 +10,7 @@ use napi::JsDeferred;
 use napi_derive::napi;
 
 use super::background::{Deadlines, DueKey, Pool};
+use super::settle::{Outbox, Ticket};
 use crate::session::{self as core, Recovered};
 
 /// Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`).
@@ -52,10 +53,18 @@ fn lower_priority() {
 
 type Settle = Box<dyn FnOnce(Env) -> Result<Option<SessionTail>>>;
 
+/// A call's promise: settled through the environment's [`Outbox`] (no lock the JS thread could
+/// wait for, as a scan thread of lower priority settles it), or where the host has none, through
+/// napi-rs's `JsDeferred`.
+enum Promise {
+    Outbox(Ticket),
+    Deferred(JsDeferred<Option<SessionTail>, Settle>),
+}
+
 /// One recovery call in flight: settled once, by its scan or by its deadline, whichever is
 /// first; the other finds the promise already taken.
 struct Call {
-    promise: Mutex<Option<JsDeferred<Option<SessionTail>, Settle>>>,
+    promise: Mutex<Option<Promise>>,
     /// Tells the scan to stop (set at the deadline, at settlement, at teardown).
     cancel: AtomicBool,
     /// The JS environment that made the call ([`super::env_owner`]).
@@ -65,7 +74,7 @@ struct Call {
 
 impl Call {
     /// The promise, if nobody settled or dropped it yet.
-    fn take_promise(&self) -> Option<JsDeferred<Option<SessionTail>, Settle>> {
+    fn take_promise(&self) -> Option<Promise> {
         self.promise
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -86,7 +95,10 @@ impl Call {
                 timestamp: r.timestamp.into(),
                 stop_reason: r.stop_reason.into(),
             });
-            promise.resolve(Box::new(move |_| Ok(tail)));
+            match promise {
+                Promise::Outbox(ticket) => ticket.resolve(tail),
+                Promise::Deferred(deferred) => deferred.resolve(Box::new(move |_| Ok(tail))),
+            }
         }
     }
 }
@@ -111,6 +123,13 @@ pub fn recovery_calls_pending() -> u32 {
     DEADLINES.pending() as u32
 }
 
+/// Diagnostic: whether this environment settles recovery promises through its own libuv async
+/// handle (`src/binding/settle.rs`), as under Node, rather than napi-rs's thread-safe functions.
+#[napi(catch_unwind)]
+pub fn recovery_settles_through_outbox(env: &Env) -> bool {
+    Outbox::here(env).is_some()
+}
+
 /// Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread
 /// on a bounded pool; resolves `null` when nothing qualifies, on any I/O failure, or at the
 /// deadline (counted from this call, including time spent queued; the abandoned scan stops).
@@ -133,7 +152,13 @@ pub fn recover_session_tail<'e>(
         deadline,
     };
     let owner = super::env_owner(env)?;
-    let (promise, object) = env.create_deferred::<Option<SessionTail>, Settle>()?;
+    let (promise, object) = match Outbox::here(env).and_then(|o| o.promise()) {
+        Some((value, ticket)) => (Promise::Outbox(ticket), Object::from_raw(env.raw(), value)),
+        None => {
+            let (deferred, object) = env.create_deferred::<Option<SessionTail>, Settle>()?;
+            (Promise::Deferred(deferred), object)
+        }
+    };
     let call = Arc::new(Call {
         promise: Mutex::new(Some(promise)),
         cancel: AtomicBool::new(false),

@@ -1,0 +1,432 @@
+//! Settling promises from threads of lower priority without a lock the JS thread could wait for
+//! (session recovery's scan threads run 10 nice levels below it).
+//!
+//! Why not napi-rs's `JsDeferred`, nor any Node-API thread-safe function: their settle holds a
+//! lock across the write that wakes the JS thread (napi-rs's `pending_tsfn` lock around
+//! `napi_call_threadsafe_function`, and Node's own queue mutex around `uv_async_send`). A JS
+//! thread woken on the settling thread's CPU preempts it there, still holding the lock, then
+//! blocks on that lock (Node's dispatch, napi-rs's finalizer) until the settling thread runs
+//! again, which at its priority comes after every other busy thread on that CPU. Traced during
+//! 20 whole-file recoveries beside two busy processes: 17–25 such waits, up to 16 ms each
+//! (docs/ARCHITECTURE.md, "Settling from threads of lower priority").
+//!
+//! Here a settle pushes onto a lock-free stack and only then calls `uv_async_send`, itself
+//! lock-free; the JS thread takes the whole stack in its libuv callback and resolves the raw
+//! promises there, inside a callback scope (so their reactions run at once). One libuv async
+//! handle per environment, referenced only while a promise of this module is pending, closed by
+//! an async cleanup hook at teardown. Where the libuv functions cannot be found in the host
+//! process (not Node), [`Outbox::here`] answers None and callers use `JsDeferred`.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use napi::bindgen_prelude::ToNapiValue;
+use napi::sys;
+
+type HandleSize = unsafe extern "C" fn(kind: i32) -> usize;
+type AsyncCb = unsafe extern "C" fn(handle: *mut c_void);
+type AsyncInit =
+    unsafe extern "C" fn(event_loop: *mut c_void, handle: *mut c_void, cb: AsyncCb) -> i32;
+type AsyncSend = unsafe extern "C" fn(handle: *mut c_void) -> i32;
+type Close = unsafe extern "C" fn(handle: *mut c_void, cb: AsyncCb);
+type Ref = unsafe extern "C" fn(handle: *mut c_void);
+
+/// The libuv functions used, found in the host process at run time (the addon is not linked
+/// against libuv: on Windows an import library would name one executable).
+struct Uv {
+    handle_size: HandleSize,
+    async_init: AsyncInit,
+    async_send: AsyncSend,
+    close: Close,
+    ref_: Ref,
+    unref: Ref,
+}
+
+/// `UV_ASYNC` in libuv's `uv_handle_type` (stable across libuv 1.x).
+const UV_ASYNC: i32 = 1;
+
+fn uv() -> Option<&'static Uv> {
+    static UV: OnceLock<Option<Uv>> = OnceLock::new();
+    UV.get_or_init(|| {
+        // SAFETY: each symbol, when found, is the libuv function of that name, whose C signature
+        // the field's type spells.
+        unsafe {
+            Some(Uv {
+                handle_size: std::mem::transmute::<*mut c_void, HandleSize>(symbol(
+                    c"uv_handle_size",
+                )?),
+                async_init: std::mem::transmute::<*mut c_void, AsyncInit>(symbol(
+                    c"uv_async_init",
+                )?),
+                async_send: std::mem::transmute::<*mut c_void, AsyncSend>(symbol(
+                    c"uv_async_send",
+                )?),
+                close: std::mem::transmute::<*mut c_void, Close>(symbol(c"uv_close")?),
+                ref_: std::mem::transmute::<*mut c_void, Ref>(symbol(c"uv_ref")?),
+                unref: std::mem::transmute::<*mut c_void, Ref>(symbol(c"uv_unref")?),
+            })
+        }
+    })
+    .as_ref()
+}
+
+/// The address of `name` among the symbols the host process exports, if any.
+#[cfg(unix)]
+fn symbol(name: &std::ffi::CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym with RTLD_DEFAULT only looks the name up.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!p.is_null()).then_some(p)
+}
+
+/// The address of `name` among the symbols the host executable exports, if any.
+#[cfg(windows)]
+fn symbol(name: &std::ffi::CStr) -> Option<*mut c_void> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    // SAFETY: the module handle of the executable needs no release; GetProcAddress only looks
+    // the name up.
+    unsafe {
+        let exe = GetModuleHandleW(ptr::null());
+        if exe.is_null() {
+            return None;
+        }
+        GetProcAddress(exe, name.as_ptr().cast()).map(|f| f as *mut c_void)
+    }
+}
+
+/// A raw Node-API deferred, created and settled on its environment's thread; only carried by
+/// other threads.
+struct Deferred(sys::napi_deferred);
+// SAFETY: the pointer is only dereferenced (by Node-API) on the environment's thread.
+unsafe impl Send for Deferred {}
+
+/// A settled promise on its way to the JS thread.
+struct Settled {
+    deferred: Deferred,
+    /// Builds the resolution value on the JS thread.
+    value: Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>,
+}
+
+struct Node {
+    item: Settled,
+    next: *mut Node,
+}
+
+/// What the settling threads share with the environment's thread: a lock-free stack of settled
+/// promises, and the async handle while it is open.
+struct Shared {
+    head: AtomicPtr<Node>,
+    /// The async handle, null once closed. Settling threads read it under this lock, which the
+    /// JS thread takes (to write) only at teardown, never while serving settles.
+    handle: RwLock<usize>,
+}
+
+impl Shared {
+    fn push(&self, item: Settled) {
+        let node = Box::into_raw(Box::new(Node {
+            item,
+            next: ptr::null_mut(),
+        }));
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours until the exchange publishes it.
+            unsafe { (*node).next = head };
+            match self
+                .head
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Everything pushed so far, oldest first (wait-free: one swap).
+    fn take_all(&self) -> Vec<Settled> {
+        let mut p = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut items = Vec::new();
+        while !p.is_null() {
+            // SAFETY: the swap made this list ours; every node came from Box::into_raw.
+            let node = unsafe { Box::from_raw(p) };
+            p = node.next;
+            items.push(node.item);
+        }
+        items.reverse();
+        items
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        drop(self.take_all()); // promises of a torn-down environment: nothing left to settle
+    }
+}
+
+/// A pending promise, settled from any thread by [`Ticket::resolve`]; dropped unsettled, its
+/// promise stays pending (as at teardown, when the promise went with the environment).
+pub struct Ticket {
+    deferred: Deferred,
+    shared: Arc<Shared>,
+}
+
+impl Ticket {
+    /// Resolve with the value `value` builds on the JS thread.
+    pub fn resolve<V: ToNapiValue + Send + 'static>(self, value: V) {
+        self.shared.push(Settled {
+            deferred: self.deferred,
+            // SAFETY: called on the environment's thread, inside a handle scope (`serve`).
+            value: Box::new(move |env| unsafe { V::to_napi_value(env, value) }),
+        });
+        let handle = self.shared.handle.read().unwrap_or_else(|e| e.into_inner());
+        if *handle != 0 {
+            if let Some(uv) = uv() {
+                // SAFETY: the handle is open while the read lock is held: teardown clears it
+                // under the write lock before closing it.
+                unsafe { (uv.async_send)(*handle as *mut c_void) };
+            }
+        }
+    }
+}
+
+/// One environment's end: its async handle and the state its libuv callback serves.
+pub struct Outbox {
+    env: sys::napi_env,
+    handle: *mut c_void,
+    shared: Arc<Shared>,
+    pending: Cell<usize>,
+    resource: sys::napi_ref,
+    context: sys::napi_async_context,
+    hook: Cell<sys::napi_async_cleanup_hook_handle>,
+}
+
+thread_local! {
+    /// The outbox of the environment on this thread (one environment per thread in Node).
+    static OUTBOX: RefCell<Option<Rc<Outbox>>> = const { RefCell::new(None) };
+}
+
+impl Outbox {
+    /// This environment's outbox, made on first use; None where it cannot be (the host has no
+    /// libuv to find, or a Node-API call failed).
+    pub fn here(env: &napi::Env) -> Option<Rc<Outbox>> {
+        let env = env.raw();
+        if let Some(o) = OUTBOX.with(|o| o.borrow().clone()) {
+            return (o.env == env).then_some(o);
+        }
+        // SAFETY: on the environment's thread, inside a call from JS.
+        let made = unsafe { Self::make(env) }?;
+        OUTBOX.with(|o| *o.borrow_mut() = Some(Rc::clone(&made)));
+        Some(made)
+    }
+
+    /// # Safety
+    /// On `env`'s thread, inside a call from JS.
+    unsafe fn make(env: sys::napi_env) -> Option<Rc<Outbox>> {
+        let uv = uv()?;
+        let ok = |s: sys::napi_status| s == sys::Status::napi_ok;
+        // SAFETY: plain Node-API and libuv calls on the environment's thread; the handle memory
+        // is the size libuv gives for an async handle, pointer-aligned (u64 words), and lives
+        // until its close callback.
+        unsafe {
+            let mut event_loop = ptr::null_mut();
+            if !ok(sys::napi_get_uv_event_loop(env, &mut event_loop)) || event_loop.is_null() {
+                return None;
+            }
+            let mut resource = ptr::null_mut();
+            let mut name = ptr::null_mut();
+            let mut resource_ref = ptr::null_mut();
+            let mut context = ptr::null_mut();
+            let label = "pi-native:settle";
+            if !ok(sys::napi_create_object(env, &mut resource))
+                || !ok(sys::napi_create_string_utf8(
+                    env,
+                    label.as_ptr().cast(),
+                    label.len() as isize,
+                    &mut name,
+                ))
+                || !ok(sys::napi_create_reference(
+                    env,
+                    resource,
+                    1,
+                    &mut resource_ref,
+                ))
+                || !ok(sys::napi_async_init(env, resource, name, &mut context))
+            {
+                return None;
+            }
+            let words = (uv.handle_size)(UV_ASYNC).div_ceil(8);
+            let handle = Box::into_raw(vec![0u64; words].into_boxed_slice()) as *mut c_void;
+            if (uv.async_init)(event_loop.cast(), handle, serve) != 0 {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    handle as *mut u64,
+                    words,
+                )));
+                return None;
+            }
+            // Nothing pending yet: the handle must not keep the loop alive.
+            (uv.unref)(handle);
+            let outbox = Rc::new(Outbox {
+                env,
+                handle,
+                shared: Arc::new(Shared {
+                    head: AtomicPtr::new(ptr::null_mut()),
+                    handle: RwLock::new(handle as usize),
+                }),
+                pending: Cell::new(0),
+                resource: resource_ref,
+                context,
+                hook: Cell::new(ptr::null_mut()),
+            });
+            let mut hook = ptr::null_mut();
+            if !ok(sys::napi_add_async_cleanup_hook(
+                env,
+                Some(teardown),
+                ptr::null_mut(),
+                &mut hook,
+            )) {
+                // Without a way to close it at teardown the handle would outlive the loop.
+                close(&outbox);
+                return None;
+            }
+            outbox.hook.set(hook);
+            Some(outbox)
+        }
+    }
+
+    /// A new promise and the ticket that settles it; the handle keeps the loop alive until
+    /// every such promise is settled.
+    pub fn promise(&self) -> Option<(sys::napi_value, Ticket)> {
+        let mut deferred = ptr::null_mut();
+        let mut promise = ptr::null_mut();
+        // SAFETY: on the environment's thread (the outbox never leaves it).
+        let made = unsafe { sys::napi_create_promise(self.env, &mut deferred, &mut promise) };
+        if made != sys::Status::napi_ok {
+            return None;
+        }
+        self.pending.set(self.pending.get() + 1);
+        if let Some(uv) = uv() {
+            // SAFETY: the handle is open while the outbox is installed.
+            unsafe { (uv.ref_)(self.handle) };
+        }
+        Some((
+            promise,
+            Ticket {
+                deferred: Deferred(deferred),
+                shared: Arc::clone(&self.shared),
+            },
+        ))
+    }
+
+    /// Resolve everything settled so far (the JS thread, from the libuv callback).
+    fn drain(&self) {
+        let items = self.shared.take_all();
+        if items.is_empty() {
+            return;
+        }
+        // Counted off whatever follows: a promise that cannot be resolved (the environment is
+        // going away) must not hold the loop either.
+        self.pending
+            .set(self.pending.get().saturating_sub(items.len()));
+        let env = self.env;
+        // SAFETY: Node-API calls on the environment's thread, from its event loop, with a handle
+        // scope and a callback scope open around them (closing the latter runs the promises'
+        // reactions).
+        unsafe {
+            let mut scope = ptr::null_mut();
+            if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+                self.let_go_if_idle();
+                return;
+            }
+            let mut resource = ptr::null_mut();
+            let mut callback_scope = ptr::null_mut();
+            let in_callback = sys::napi_get_reference_value(env, self.resource, &mut resource)
+                == sys::Status::napi_ok
+                && sys::napi_open_callback_scope(env, resource, self.context, &mut callback_scope)
+                    == sys::Status::napi_ok;
+            for item in items {
+                let value = match (item.value)(env) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        let mut null = ptr::null_mut();
+                        sys::napi_get_null(env, &mut null);
+                        null
+                    }
+                };
+                sys::napi_resolve_deferred(env, item.deferred.0, value);
+            }
+            if in_callback {
+                sys::napi_close_callback_scope(env, callback_scope);
+            }
+            sys::napi_close_handle_scope(env, scope);
+        }
+        // Reactions may have made new calls: the loop is let go only with none pending.
+        self.let_go_if_idle();
+    }
+
+    /// Stop holding the event loop when no promise of the outbox is pending.
+    fn let_go_if_idle(&self) {
+        if self.pending.get() == 0 {
+            if let Some(uv) = uv() {
+                // SAFETY: the handle is open while the outbox is installed.
+                unsafe { (uv.unref)(self.handle) };
+            }
+        }
+    }
+}
+
+/// The async handle's callback: serve this thread's outbox.
+unsafe extern "C" fn serve(_handle: *mut c_void) {
+    let outbox = OUTBOX.with(|o| o.borrow().clone());
+    if let Some(outbox) = outbox {
+        outbox.drain();
+    }
+}
+
+/// Async cleanup hook of the environment: stop settles, close the handle, let the outbox go.
+unsafe extern "C" fn teardown(_hook: sys::napi_async_cleanup_hook_handle, _arg: *mut c_void) {
+    let outbox = OUTBOX.with(|o| o.borrow_mut().take());
+    if let Some(outbox) = outbox {
+        // SAFETY: the environment is still alive while its cleanup hooks run.
+        unsafe {
+            sys::napi_async_destroy(outbox.env, outbox.context);
+            sys::napi_delete_reference(outbox.env, outbox.resource);
+        }
+        close(&outbox);
+    }
+}
+
+/// Close the handle (settling threads stop sending to it first); its close callback frees it and
+/// removes the cleanup hook.
+fn close(outbox: &Outbox) {
+    *outbox
+        .shared
+        .handle
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = 0;
+    let Some(uv) = uv() else { return };
+    CLOSING.with(|c| c.set(outbox.hook.get()));
+    // SAFETY: the handle was initialised by uv_async_init and is closed once.
+    unsafe { (uv.close)(outbox.handle, closed) };
+}
+
+thread_local! {
+    /// The cleanup hook to remove once the handle closing on this thread is closed.
+    static CLOSING: Cell<sys::napi_async_cleanup_hook_handle> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// The close callback: free the handle's memory, then tell Node the cleanup is done.
+unsafe extern "C" fn closed(handle: *mut c_void) {
+    let uv_words = uv().map_or(0, |uv| {
+        // SAFETY: a plain query.
+        unsafe { (uv.handle_size)(UV_ASYNC) }.div_ceil(8)
+    });
+    // SAFETY: allocated in `make` as a boxed slice of this many words.
+    drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(handle as *mut u64, uv_words)) });
+    let hook = CLOSING.with(|c| c.replace(ptr::null_mut()));
+    if !hook.is_null() {
+        // SAFETY: the handle napi_add_async_cleanup_hook gave, removed once.
+        unsafe { sys::napi_remove_async_cleanup_hook(hook) };
+    }
+}
