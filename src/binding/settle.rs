@@ -110,6 +110,7 @@ struct Settled {
     value: Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>,
 }
 
+/// A node of the stack (`next` toward older ones).
 struct Node {
     item: Settled,
     next: *mut Node,
@@ -119,12 +120,13 @@ struct Node {
 /// promises, and the async handle while it is open.
 struct Shared {
     head: AtomicPtr<Node>,
-    /// The async handle, null once closed. Settling threads read it under this lock, which the
-    /// JS thread takes (to write) only at teardown, never while serving settles.
+    /// The async handle's address, 0 once closed. Settling threads read it under this lock,
+    /// which the JS thread takes (to write) only at teardown, never while serving settles.
     handle: RwLock<usize>,
 }
 
 impl Shared {
+    /// Push `item`: a compare-and-swap loop on the head, which never waits for another thread.
     fn push(&self, item: Settled) {
         let node = Box::into_raw(Box::new(Node {
             item,
