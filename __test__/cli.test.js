@@ -11,9 +11,20 @@ const { root, reapedPid, zombie, worldReadableCopy, worldExecutableNode } = requ
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
 
 const BIN = path.join(root, 'bin', 'pi-native.js')
-const cli = (...args) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', cwd: root })
+/**
+ * Run the CLI and return spawnSync's result. A child that could not be started at all (no
+ * output: Wine's process creation failed once under the load of a full CI run) is started
+ * again, twice at most; a child that ran is never run again, whatever it did.
+ */
+const cli = (...args) => {
+  for (let attempt = 1; ; attempt++) {
+    const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', cwd: root })
+    if (r.output != null || attempt === 3) return r
+  }
+}
 const cliJson = (...args) => {
   const r = cli(...args, '--json')
+  if (r.stdout == null) throw new Error(`pi-native ${args.join(' ')} --json did not start: ${r.error}`)
   return { status: r.status, out: JSON.parse(r.stdout), stderr: r.stderr }
 }
 const tmp = (prefix) => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
