@@ -119,6 +119,7 @@ struct Node {
 /// What the settling threads share with the environment's thread: a lock-free stack of settled
 /// promises, and the async handle while it is open.
 struct Shared {
+    uv: &'static Uv,
     head: AtomicPtr<Node>,
     /// The async handle's address, 0 once closed. Settling threads read it under this lock,
     /// which the JS thread takes (to write) only at teardown, never while serving settles.
@@ -184,11 +185,9 @@ impl Ticket {
         });
         let handle = self.shared.handle.read().unwrap_or_else(|e| e.into_inner());
         if *handle != 0 {
-            if let Some(uv) = uv() {
-                // SAFETY: the handle is open while the read lock is held: teardown clears it
-                // under the write lock before closing it.
-                unsafe { (uv.async_send)(*handle as *mut c_void) };
-            }
+            // SAFETY: the handle is open while the read lock is held: teardown clears it under
+            // the write lock before closing it.
+            unsafe { (self.shared.uv.async_send)(*handle as *mut c_void) };
         }
     }
 }
@@ -196,6 +195,7 @@ impl Ticket {
 /// One environment's end: its async handle and the state its libuv callback serves.
 pub struct Outbox {
     env: sys::napi_env,
+    uv: &'static Uv,
     handle: *mut c_void,
     shared: Arc<Shared>,
     pending: Cell<usize>,
@@ -258,21 +258,20 @@ impl Outbox {
             {
                 return None;
             }
-            let words = (uv.handle_size)(UV_ASYNC).div_ceil(8);
-            let handle = Box::into_raw(vec![0u64; words].into_boxed_slice()) as *mut c_void;
+            let handle =
+                Box::into_raw(vec![0u64; handle_words(uv)].into_boxed_slice()) as *mut c_void;
             if (uv.async_init)(event_loop.cast(), handle, serve) != 0 {
-                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                    handle as *mut u64,
-                    words,
-                )));
+                free_handle(uv, handle);
                 return None;
             }
             // Nothing pending yet: the handle must not keep the loop alive.
             (uv.unref)(handle);
             let outbox = Rc::new(Outbox {
                 env,
+                uv,
                 handle,
                 shared: Arc::new(Shared {
+                    uv,
                     head: AtomicPtr::new(ptr::null_mut()),
                     handle: RwLock::new(handle as usize),
                 }),
@@ -308,10 +307,8 @@ impl Outbox {
             return None;
         }
         self.pending.set(self.pending.get() + 1);
-        if let Some(uv) = uv() {
-            // SAFETY: the handle is open while the outbox is installed.
-            unsafe { (uv.ref_)(self.handle) };
-        }
+        // SAFETY: the handle is open while the outbox is installed.
+        unsafe { (self.uv.ref_)(self.handle) };
         Some((
             promise,
             Ticket {
@@ -370,10 +367,8 @@ impl Outbox {
     /// Stop holding the event loop when no promise of the outbox is pending.
     fn let_go_if_idle(&self) {
         if self.pending.get() == 0 {
-            if let Some(uv) = uv() {
-                // SAFETY: the handle is open while the outbox is installed.
-                unsafe { (uv.unref)(self.handle) };
-            }
+            // SAFETY: the handle is open while the outbox is installed.
+            unsafe { (self.uv.unref)(self.handle) };
         }
     }
 }
@@ -407,10 +402,9 @@ fn close(outbox: &Outbox) {
         .handle
         .write()
         .unwrap_or_else(|e| e.into_inner()) = 0;
-    let Some(uv) = uv() else { return };
     CLOSING.with(|c| c.set(outbox.hook.get()));
     // SAFETY: the handle was initialised by uv_async_init and is closed once.
-    unsafe { (uv.close)(outbox.handle, closed) };
+    unsafe { (outbox.uv.close)(outbox.handle, closed) };
 }
 
 thread_local! {
@@ -420,15 +414,30 @@ thread_local! {
 
 /// The close callback: free the handle's memory, then tell Node the cleanup is done.
 unsafe extern "C" fn closed(handle: *mut c_void) {
-    let uv_words = uv().map_or(0, |uv| {
-        // SAFETY: a plain query.
-        unsafe { (uv.handle_size)(UV_ASYNC) }.div_ceil(8)
-    });
-    // SAFETY: allocated in `make` as a boxed slice of this many words.
-    drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(handle as *mut u64, uv_words)) });
+    // The handle exists only where the libuv functions were found.
+    if let Some(uv) = uv() {
+        free_handle(uv, handle);
+    }
     let hook = CLOSING.with(|c| c.replace(ptr::null_mut()));
     if !hook.is_null() {
         // SAFETY: the handle napi_add_async_cleanup_hook gave, removed once.
         unsafe { sys::napi_remove_async_cleanup_hook(hook) };
     }
+}
+
+/// An async handle's size in 8-byte words (its memory is a boxed slice of them: pointer-aligned).
+fn handle_words(uv: &Uv) -> usize {
+    // SAFETY: a plain query.
+    unsafe { (uv.handle_size)(UV_ASYNC) }.div_ceil(8)
+}
+
+/// Free the memory of a handle made in [`Outbox::make`] (never initialised, or closed).
+fn free_handle(uv: &Uv, handle: *mut c_void) {
+    // SAFETY: allocated in `make` as a boxed slice of `handle_words(uv)` words, freed once.
+    drop(unsafe {
+        Box::from_raw(ptr::slice_from_raw_parts_mut(
+            handle as *mut u64,
+            handle_words(uv),
+        ))
+    });
 }
