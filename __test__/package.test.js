@@ -10,6 +10,19 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { root } = require('./helpers.js')
+const { npmCommand } = require('../scripts/tools.js')
+
+// This machine's binary (linux-x64-gnu here; the release workflow runs this file on each target's
+// own runner): the file the loader picks among the built ones.
+const HOST = fs
+  .readdirSync(root)
+  .filter((n) => n.startsWith(`pi-native.${process.platform}-${process.arch}`) && n.endsWith('.node'))
+  .map((n) => n.slice('pi-native.'.length, -'.node'.length))
+  .sort()[0]
+const npm = (args, opts) => spawnSync(...npmCommand(args), opts)
+// tar reads archives by their name in their own folder: GNU tar (Git Bash's, on Windows) would
+// take the drive letter of an absolute Windows path for a remote host.
+const tar = (tgz, args, cwd = path.dirname(tgz)) => sh('tar', [args[0], path.basename(tgz), ...args.slice(1)], cwd)
 
 const SUBPATHS = {
   liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess'],
@@ -37,11 +50,11 @@ let packRun
 let installOutput
 test.before(() => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-'))
-  const binary = path.join(root, 'pi-native.linux-x64-gnu.node')
+  const binary = path.join(root, `pi-native.${HOST}.node`)
   const manifestBefore = fs.readFileSync(path.join(root, 'package.json'))
   const binaryBefore = fs.statSync(binary).mtimeMs
   // Lifecycle scripts on: prepack must not rebuild a current binary, and must strip `prepare`.
-  const r = spawnSync('npm', ['pack', '--json', '--foreground-scripts', '--pack-destination', dir], { cwd: root, encoding: 'utf8' })
+  const r = npm(['pack', '--json', '--foreground-scripts', '--pack-destination', dir], { cwd: root, encoding: 'utf8' })
   assert.equal(r.status, 0, `npm pack\n${r.stdout}\n${r.stderr}`)
   const packed = JSON.parse(r.stdout.slice(r.stdout.indexOf('\n[') + 1))
   packRun = {
@@ -53,7 +66,7 @@ test.before(() => {
   consumer = path.join(dir, 'app')
   fs.mkdirSync(consumer)
   fs.writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }))
-  const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], { cwd: consumer, encoding: 'utf8' })
+  const install = npm(['install', '--no-audit', '--no-fund', '--prefer-offline', tarball.path], { cwd: consumer, encoding: 'utf8' })
   assert.equal(install.status, 0, `npm install\n${install.stdout}\n${install.stderr}`)
   installOutput = install.stdout + install.stderr
 })
@@ -64,7 +77,7 @@ test('npm pack: no rebuild of a current binary, no prepare script in the packed 
   assert.match(packRun.output, /the addon is newer than its sources; not rebuilding/)
   assert.equal(packRun.manifestRestored, true)
   assert.ok(!fs.existsSync(path.join(root, '.cache', 'package.json.prepack')))
-  const packedManifest = JSON.parse(spawnSync('tar', ['-xzOf', tarball.path, 'package/package.json'], { encoding: 'utf8' }).stdout)
+  const packedManifest = JSON.parse(tar(tarball.path, ['-xzOf', 'package/package.json']))
   for (const s of ['prepare', 'prepack', 'postpack', 'preinstall', 'install', 'postinstall']) {
     assert.equal(packedManifest.scripts?.[s], undefined, `packed manifest has no ${s} script`)
   }
@@ -75,15 +88,15 @@ test('npm pack: no rebuild of a current binary, no prepare script in the packed 
   assert.doesNotMatch(installOutput, /install-scripts|EBADENGINE|npm warn/i, installOutput)
 })
 
-test('the tarball carries the loader, the types, the JS layers and the linux-x64-gnu binary — and no sources', () => {
+test(`the tarball carries the loader, the types, the JS layers and the ${HOST} binary — and no sources`, () => {
   const files = tarball.files
-  for (const f of ['package.json', 'index.js', 'index.d.ts', 'pi-native.linux-x64-gnu.node', 'lib/index.js', 'lib/index.d.ts', 'js/index.js', 'bin/pi-native.js', 'README.md']) {
+  for (const f of ['package.json', 'index.js', 'index.d.ts', `pi-native.${HOST}.node`, 'lib/index.js', 'lib/index.d.ts', 'js/index.js', 'bin/pi-native.js', 'README.md']) {
     assert.ok(files.includes(f), `${f} in tarball`)
   }
   for (const sub of Object.keys(SUBPATHS)) assert.ok(files.includes(`lib/${sub}.d.ts`))
   assert.ok(!files.some((f) => f.startsWith('src/') || f.startsWith('__test__/') || f.startsWith('target/') || f.startsWith('bench/')), files.join(' '))
   const installed = path.join(consumer, 'node_modules', 'pi-native')
-  assert.ok(fs.existsSync(path.join(installed, 'pi-native.linux-x64-gnu.node')))
+  assert.ok(fs.existsSync(path.join(installed, `pi-native.${HOST}.node`)))
   assert.ok(!fs.existsSync(path.join(consumer, 'node_modules', '@napi-rs')), 'no build tooling installed')
 })
 
@@ -94,18 +107,18 @@ test('a host that installed the tarball passes npm ci, and so does this reposito
   const host = path.join(path.dirname(consumer), 'host-ci')
   fs.mkdirSync(host)
   for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(consumer, f), path.join(host, f))
-  sh('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], host)
-  assert.ok(fs.existsSync(path.join(host, 'node_modules', 'pi-native', 'pi-native.linux-x64-gnu.node')))
+  sh(...npmCommand(['ci', '--no-audit', '--no-fund', '--prefer-offline']), host)
+  assert.ok(fs.existsSync(path.join(host, 'node_modules', 'pi-native', `pi-native.${HOST}.node`)))
   // The repository's own lockfile is in sync with its manifest (npm ci --dry-run checks only that).
-  sh('npm', ['ci', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'], root)
+  sh(...npmCommand(['ci', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund']), root)
 })
 
-test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the registry main package names every target package and carries no binary', () => {
+test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the registry main package names every target package and carries no binary', { skip: process.platform === 'win32' && 'pack-all.sh is a bash script; releases pack on Linux' }, () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-pack-all-'))
   try {
     sh(path.join(root, 'scripts', 'pack-all.sh'), [out], root)
-    const manifestOf = (tgz) => JSON.parse(sh('tar', ['-xzOf', tgz, 'package/package.json'], out))
-    const filesOf = (tgz) => sh('tar', ['-tzf', tgz], out).trim().split('\n').sort()
+    const manifestOf = (tgz) => JSON.parse(tar(tgz, ['-xzOf', 'package/package.json']))
+    const filesOf = (tgz) => tar(tgz, ['-tzf']).trim().split('\n').sort()
     const { version } = require('../package.json')
     const fat = path.join(out, `pi-native-${version}.tgz`)
     const registry = path.join(out, 'registry', `pi-native-${version}.tgz`)
@@ -117,9 +130,9 @@ test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the re
     assert.deepEqual(reg.optionalDependencies, Object.fromEntries(targets.map((t) => [`pi-native-${t}`, version])))
     assert.equal(reg.scripts.prepare, undefined)
     assert.deepEqual(filesOf(registry), filesOf(fat).filter((f) => !f.endsWith('.node')))
-    assert.ok(filesOf(fat).includes('package/pi-native.linux-x64-gnu.node'))
-    const own = path.join(out, `pi-native-linux-x64-gnu-${version}.tgz`)
-    assert.deepEqual(filesOf(own).filter((f) => !f.endsWith('.md')), ['package/package.json', 'package/pi-native.linux-x64-gnu.node'])
+    assert.ok(filesOf(fat).includes(`package/pi-native.${HOST}.node`))
+    const own = path.join(out, `pi-native-${HOST}-${version}.tgz`)
+    assert.deepEqual(filesOf(own).filter((f) => !f.endsWith('.md')), ['package/package.json', `package/pi-native.${HOST}.node`])
   } finally {
     fs.rmSync(out, { recursive: true, force: true })
   }

@@ -6,6 +6,7 @@
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
+const { napiCommand } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 const SOURCES = ['src', 'Cargo.toml', 'Cargo.lock', 'build.rs']
@@ -34,8 +35,8 @@ function buildIfStale() {
     return 0
   }
   process.stdout.write(`pi-native: the addon is ${state === 'missing' ? 'missing' : 'older than its sources'}; building\n`)
-  const napi = path.join(root, 'node_modules', '.bin', 'napi')
-  const r = spawnSync(napi, ['build', '--platform', '--release'], { cwd: root, stdio: 'inherit' })
+  const [cmd, args] = napiCommand(['build', '--platform', '--release'])
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' })
   return r.status ?? 1
 }
 

