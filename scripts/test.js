@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // `npm test`: build the addon if it is missing or older than its sources, check that the
-// committed generated loader/types match the build, then lint, cargo test and node tests.
+// committed generated loader/types match the build, then lint (actionlint on the workflows,
+// cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
 // Every step runs; the exit code is non-zero if any failed.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -23,8 +24,8 @@ function run(name, cmd, args, opts = {}) {
 
 const { binaryState } = require('./build-if-stale.js')
 
-const napi = path.join(root, 'node_modules', '.bin', 'napi')
-if (binaryState() !== null) run('build', napi, ['build', '--platform', '--release'])
+const { napiCommand } = require('./tools.js')
+if (binaryState() !== null) run('build', ...napiCommand(['build', '--platform', '--release']))
 
 const inGit = spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: root }).status === 0
 if (inGit) run('generated loader and types match the build', 'git', ['diff', '--exit-code', '--', 'index.js', 'index.d.ts'])
@@ -42,6 +43,7 @@ function ownTmp(name, bin, args) {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
 }
+run('actionlint (.github/workflows)', process.execPath, [path.join('scripts', 'lint-workflows.js')])
 run('cargo fmt', 'cargo', ['fmt', '--check'])
 run('cargo clippy', 'cargo', ['clippy', '--all-targets', '--quiet', '--', '-D', 'warnings'])
 ownTmp('cargo test', 'cargo', ['test', '--quiet'])
@@ -62,14 +64,21 @@ function nodeTests(bin, version) {
 nodeTests(process.execPath, process.versions.node)
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
-const { ensureNode } = require('./node-versions.js')
+// Each comes from PI_NATIVE_NODE_<major> or the platform's npm package (scripts/node-versions.js);
+// where neither exists (macOS arm64 without PI_NATIVE_NODE_<major>), the line is skipped and
+// the summary says so.
+const { nodeFor } = require('./node-versions.js')
 for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').filter(Boolean)) {
   let bin
   try {
-    bin = ensureNode(major)
+    bin = nodeFor(major)
   } catch (err) {
     results.push({ name: `node tests (Node ${major})`, ok: false, seconds: 0 })
     process.stdout.write(`=== Node ${major} unavailable: ${err.message}\n`)
+    continue
+  }
+  if (!bin) {
+    results.push({ name: `node tests (Node ${major}): no Node ${major} package for ${process.platform}-${process.arch}; set PI_NATIVE_NODE_${major}`, ok: true, skipped: true, seconds: 0 })
     continue
   }
   const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.trim()
@@ -77,7 +86,8 @@ for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').fil
 }
 
 process.stdout.write('\n=== summary\n')
-for (const r of results) process.stdout.write(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)
+for (const r of results) process.stdout.write(`${r.skipped ? 'skip' : r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)
 const failed = results.filter((r) => !r.ok).length
-process.stdout.write(`steps: ${results.length - failed} ok, ${failed} failed\n`)
+const skipped = results.filter((r) => r.skipped).length
+process.stdout.write(`steps: ${results.length - failed - skipped} ok, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`)
 process.exit(failed ? 1 : 0)
