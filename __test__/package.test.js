@@ -239,7 +239,7 @@ const HOST_TSC = {
   types: [],
 }
 
-/** Write every model with its README block (or `override` blocks) under `dir`; the list of files. */
+/** Write every model, with its block from `blocks` (key → body) in it, and its siblings under `dir`; the list of files. */
 function writeHostTree(dir, blocks) {
   const files = []
   const put = (key, text) => {
@@ -255,6 +255,7 @@ function writeHostTree(dir, blocks) {
   return files
 }
 
+/** tsc over `files` in `dir` with the hosts' options plus `options`; the spawnSync result. */
 function tscHost(dir, files, options) {
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...HOST_TSC, ...options }, files }))
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
