@@ -188,3 +188,19 @@ test('a recovery promise whose settling side ends without an answer rejects, and
   assert.equal(r.signal, null, 'exited on its own')
   assert.equal(r.stdout.trim(), 'ERR_PI_NATIVE_UNSETTLED')
 })
+
+test('a withFileLock callback that can never settle keeps its lock through garbage collection, until exit (L8)', { timeout: 30_000 }, () => {
+  const file = path.join(tmp('gc'), 'a.json')
+  const script = `
+    const fs = require('node:fs')
+    const { withFileLock } = require(${JSON.stringify(root)})
+    withFileLock(${JSON.stringify(file)}, () => new Promise(() => {}))
+    setTimeout(() => {
+      for (let i = 0; i < 5; i++) gc()
+      setTimeout(() => console.log(fs.existsSync(${JSON.stringify(`${file}.lock`)})), 300)
+    }, 300)
+  `
+  const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, PI_NATIVE_BACKEND: 'native' } })
+  assert.equal(r.stdout.trim(), 'true', `held after gc: ${r.stderr}`)
+  assert.ok(!fs.existsSync(`${file}.lock`), 'removed at exit')
+})

@@ -313,6 +313,12 @@ function writeFileAtomicSync(filePath, content, options) {
  */
 const realpathAsJs = promisify(fs.realpath)
 
+// Locks held for withFileLock callbacks, strongly referenced until released: a callback whose
+// promise nothing else references (one that can never settle) must keep its lock until the
+// process exits (L8), as proper-lockfile's module-level table keeps it, not lose it when the
+// garbage collector takes the suspended call and its HeldLock with it.
+const callbackLocks = new Set()
+
 /**
  * Run `fn` under the lock. If `fn` fails, its error wins (B15); if it succeeds but the lock was
  * taken over meanwhile (a paused holder judged stale by another process), the call fails with
@@ -325,13 +331,16 @@ async function withFileLock(filePath, fn, options) {
   const target = o.realpath ? await realpathAsJs(filePath) : filePath
   syncLockEnvironment()
   const held = await binding.lockAcquire(target, o.retries, o.stale, o.attributeCacheMs)
+  callbackLocks.add(held)
   let result
   try {
     result = await fn()
   } catch (err) {
+    callbackLocks.delete(held)
     held.release()
     throw err
   }
+  callbackLocks.delete(held)
   if (!held.release()) throw compromisedError()
   return result
 }

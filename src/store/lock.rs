@@ -682,9 +682,10 @@ const MAX_SIGHTINGS: usize = 4096;
 /// stale threshold plus the attribute-cache bound, by this process's own clock, whatever the
 /// mtime says. A live holder rewrites its mtime every second, and a cached answer is at most
 /// the bound old, so a lock unchanged for that long has not been refreshed for longer than the
-/// threshold. A directory whose mtime is already older than now by the threshold plus the bound
-/// (a crash long ago) is stale at once: that shortcut trusts the machines' clocks to agree
-/// within the bound.
+/// threshold. The mtime itself is never trusted, not even when it looks long past: it was set
+/// by another machine's clock, and a client cache may answer with the mtime of an earlier lock
+/// directory at the same path. So a lock left by a crash long ago costs a new process one full
+/// observation before it is taken over.
 fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
     let limit = opts.stale_ms.saturating_add(opts.attribute_cache_ms);
     let now = Instant::now();
@@ -702,7 +703,6 @@ fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
         }
     };
     now.duration_since(since) > Duration::from_millis(limit)
-        || found.2.div_euclid(1_000_000) < now_ms() as i128 - limit as i128
 }
 
 fn locked_if_exists(e: FsError, file: &str) -> FsError {
@@ -1380,8 +1380,8 @@ mod tests {
     }
 
     /// The network rule: a foreign lock is stale only once seen unchanged for the threshold
-    /// plus the cache bound, whatever its mtime says; one whose mtime is older than both is
-    /// stale at once; the local rule is unchanged.
+    /// plus the cache bound, whatever its mtime says (even one far in the past); the local rule
+    /// is unchanged.
     #[cfg(unix)]
     #[test]
     fn network_rule_judges_by_what_it_saw() {
@@ -1415,11 +1415,10 @@ mod tests {
         // ago the path was first seen.
         std::fs::create_dir(&lock).unwrap();
         assert_eq!(acquire(&file, network(300)).unwrap_err(), locked);
-        // Older than threshold plus bound: stale at once.
-        set_mtime_secs_ago(&lock, 70);
-        acquire(&file, network(60_000)).unwrap().release().unwrap();
+        // An mtime far in the past is not trusted either: seen for the first time, not stale.
+        set_mtime_secs_ago(&lock, 3600);
+        assert_eq!(acquire(&file, network(60_000)).unwrap_err(), locked);
         // The local rule: 3 s old is stale at once.
-        std::fs::create_dir(&lock).unwrap();
         set_mtime_secs_ago(&lock, 3);
         acquire(
             &file,
