@@ -98,8 +98,26 @@ function killQuietly(pid, signal = 'SIGTERM') {
   } catch {}
 }
 
-/** Everything `stop` undoes, in order: mounts first (they need sshd), then sshd, then files. */
+/** The start time of a live process (field 22 of /proc/<pid>/stat), or '' when it is gone. */
+function startTime(pid) {
+  const stat = readQuietly(`/proc/${pid}/stat`)
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? ''
+}
+
+/** Kill the adopted processes that are still the same processes (pid and start time). */
+function killAdopted(dir) {
+  for (const line of readQuietly(path.join(dir, 'adopted')).split('\n').filter(Boolean)) {
+    const [pid, start] = line.split(' ')
+    if (start && startTime(pid) === start) killQuietly(Number(pid), 'SIGKILL')
+  }
+}
+
+/**
+ * Everything `stop` undoes, in order: adopted processes (they may keep a mount busy, or be
+ * stopped and never finish), mounts (they need sshd), sshd, files.
+ */
 function teardownSync({ mounts, sshdPid, dir }) {
+  killAdopted(dir)
   unmountSync(mounts)
   // The guard was started before sshd: it finds sshd's pid in the folder.
   if (!sshdPid) sshdPid = Number(readQuietly(path.join(dir, 'sshd.pid')))
@@ -108,9 +126,9 @@ function teardownSync({ mounts, sshdPid, dir }) {
 }
 
 /**
- * Start sshd and mount one fresh folder twice. Resolves `{ shared, a, b, port, stop }`: `shared`
- * is the folder itself (the "server's" local view), `a` and `b` its two sshfs mounts. `stop()`
- * undoes everything (idempotent).
+ * Start sshd and mount one fresh folder twice. Resolves `{ shared, a, b, port, adopt, stop }`:
+ * `shared` is the folder itself (the "server's" local view), `a` and `b` its two sshfs mounts.
+ * `stop()` undoes everything (idempotent).
  */
 async function twoMounts({ label = 'two-mounts' } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `pi-native-${label}-`))
@@ -129,6 +147,7 @@ async function twoMounts({ label = 'two-mounts' } = {}) {
     if (stopped) return
     stopped = true
     process.removeListener('exit', atExit)
+    killAdopted(dir)
     unmountSync(state.mounts)
     if (sshd && sshd.exitCode === null && sshd.signalCode === null) {
       const gone = new Promise((r) => sshd.once('exit', r))
@@ -218,7 +237,9 @@ async function twoMounts({ label = 'two-mounts' } = {}) {
       const r = await run('sshfs', ['-o', opts, `root@127.0.0.1:${path.join(dir, 'shared')}`, m])
       if (r.err || !isMounted(m)) throw new Error(`sshfs ${m}: ${r.err ? r.err.message : 'not mounted'} ${r.stderr}`.trim())
     }
-    return { shared: path.join(dir, 'shared'), a, b, port: state.port, stop }
+    /** Have `pid` killed at teardown if it still runs then (e.g. a SIGSTOPped child). */
+    const adopt = (pid) => fs.appendFileSync(path.join(dir, 'adopted'), `${pid} ${startTime(pid)}\n`)
+    return { shared: path.join(dir, 'shared'), a, b, port: state.port, adopt, stop }
   } catch (err) {
     await stop()
     throw err
