@@ -344,10 +344,11 @@ async function casCounters(t, { label, views, serverView, mode, perWriter }) {
 // looping on withFileLock / withFileLockSync / writeEntry (each retrying per B17/B18 and
 // failing with ELOCKED), must get in within the threshold — and not before it.
 
+// fn's promise stays reachable (a timer holds its resolver): an unreachable one lets the GC
+// collect the native held lock, which then releases it (seen on Node 24 within a second).
 const CRASH_HOLDER_NATIVE = `${PRELUDE}
   const [file] = process.argv.slice(1)
-  lib.withFileLock(file, () => { console.log('HOLDING'); return new Promise(() => {}) })
-  setInterval(() => {}, 1e6)
+  lib.withFileLock(file, () => { console.log('HOLDING'); return new Promise((r) => setTimeout(r, 1e9)) })
 `
 const CRASH_HOLDER_JS = `${PRELUDE}
   const lockfile = require(${LOCKFILE})
