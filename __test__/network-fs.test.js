@@ -496,6 +496,13 @@ function jsTaker(targets, mode) {
 
 const COMPROMISED = { code: 'ECOMPROMISED', message: 'Unable to update lock within the stale threshold' }
 
+/**
+ * The JS taker may get in sooner than 2 s after the stop (it judges an mtime cut to whole
+ * seconds, through a cache): the pause is made longer than `stale` anyway, so that the holder
+ * has certainly gone without a refresh for the whole threshold when it resumes.
+ */
+const pastStale = (stoppedAt) => sleep(Math.max(0, stoppedAt + STALE + 500 - Date.now()))
+
 async function pausedWithFileLock(t, { sync, dirA, dirB, serverDir, rounds }) {
   // Async: all rounds in one process, stopped once every fn is inside. Sync: a process each.
   const holders = []
@@ -529,6 +536,7 @@ async function pausedWithFileLock(t, { sync, dirA, dirB, serverDir, rounds }) {
   const taker = jsTaker(files.map((f) => ({ file: path.join(dirB, f) })), 'lock')
   const taken = await taker.done
   assert.equal(taken.code, 0, taken.err)
+  await pastStale(stoppedAt)
   const pausedMs = Date.now() - stoppedAt
   for (const h of holders) h.child.kill('SIGCONT')
   const outcomes = []
@@ -564,10 +572,12 @@ async function pausedCas(t, { sync, viewA, viewB, serverView, rounds }) {
     holders.push(node(script, { args: [path.join(viewA, sub)], env: { PI_NATIVE_TEST_STOP_BEFORE_COMMIT: '1' } }))
   }
   await untilStopped(holders.map((h) => h.child.pid))
+  const stoppedAt = Date.now()
   const takerEntry = (r) => ({ ...r.running, pid: 9000, heartbeatAt: '2026-12-02T00:00:09.000Z' })
   const taker = jsTaker(rs.map((r) => ({ agentDir: path.join(viewB, r.sub), entry: takerEntry(r) })), 'store')
   const taken = await taker.done
   assert.equal(taken.code, 0, taken.err)
+  await pastStale(stoppedAt)
   for (const h of holders) h.child.kill('SIGCONT')
   const outcomes = []
   for (const h of holders) {
