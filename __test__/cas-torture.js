@@ -6,7 +6,9 @@
 // runnable alone for long local runs:
 //   node __test__/cas-torture.js [--runs N] [--seconds S] [--backend native|js] [--trace DIR]
 //     [--first-kill MS] [--kill-every MIN-MAX] [--modes M0,M1,M2,M3 (random|sync|async each)]
-// which prints one JSON line per run and a summary of the times to first success.
+//     [--killable 0,1,2,3] [--strace W (writer W's first start under strace, into DIR)]
+// which prints one JSON line per run and a summary: times to first success per kind of start,
+// and per writer start the longest stretch without a success.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -18,6 +20,8 @@ const ENTRIES = ['worker-shared', 'worker-solo-1', 'worker-solo-2']
 /** Writer i's entry: writers 0 and 1 share the first one. */
 const WRITERS = [ENTRIES[0], ENTRIES[0], ENTRIES[1], ENTRIES[2]]
 const now = () => performance.timeOrigin + performance.now()
+/** How long after a kill a lock the killed writer left may still be in the way (see maxClearGap). */
+const LEFT_LOCK_MS = 2600
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** Parse a writer's log (see cas-torture-child.js). */
@@ -52,6 +56,10 @@ async function torture({
   traceDir,
   /** Each writer's CAS: 'random' (sync or async at random, per attempt), 'sync' or 'async'. */
   modes = ['random', 'random', 'random', 'random'],
+  /** Writer index whose first start runs under strace (a diagnostic: it slows that writer). */
+  strace,
+  /** The writers that may be killed. */
+  killable = [0, 1, 2, 3],
   where = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(),
 } = {}) {
   const agentDir = fs.mkdtempSync(path.join(where, 'pi-native-torture-'))
@@ -71,7 +79,7 @@ async function torture({
     p.exited.then(() => children.delete(p))
     return p
   }
-  /** Every writer start: { writer, gen, log, proc, killed, lockLeft, stopped }. */
+  /** Every writer start: { writer, gen, log, proc, killed, spawnedAt, endedAt, stderr }. */
   const starts = []
   const current = []
   const startWriter = (w) => {
@@ -79,111 +87,141 @@ async function torture({
     const log = path.join(logDir, `w${w}-${gen}.log`)
     const args = [CHILD, 'writer', agentDir, WRITERS[w], log, modes[w]]
     if (trace) args.push('trace')
-    const proc = track(spawn(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] }))
+    const [cmd, argv] =
+      strace === w && gen === 0
+        ? ['strace', ['-f', '-tt', '-o', `${log}.strace`, '-e', 'trace=mkdir,rmdir,rename,inotify_add_watch,poll,futex', process.execPath, ...args]]
+        : [process.execPath, args]
+    // Under strace, in a process group of its own, killed as a group (strace killed alone
+    // would leave the writer running).
+    const detached = cmd === 'strace'
+    const proc = track(spawn(cmd, argv, { env, stdio: ['ignore', 'ignore', 'pipe'], detached }))
+    if (detached) {
+      proc.kill = (sig) => {
+        try {
+          process.kill(-proc.pid, sig)
+        } catch {} // already gone
+      }
+    }
     const s = { writer: w, gen, log, proc, killed: false, spawnedAt: now(), stderr: '' }
     proc.stderr.on('data', (d) => (s.stderr += d))
     starts.push(s)
     current[w] = s
   }
   const readerLog = path.join(logDir, 'reader.log')
-  const reader = track(spawn(process.execPath, [CHILD, 'reader', agentDir, readerLog], { env, stdio: 'ignore' }))
-  for (let w = 0; w < WRITERS.length; w++) startWriter(w)
-  const t0 = now()
-  const end = t0 + seconds * 1000
   let kills = 0
   /** Lock directories the killed writers left behind (each stale 2 s later). */
   const leftLocks = []
-  const rnd = (a, b) => a + Math.random() * (b - a)
-  let next = t0 + firstKill
-  while (next < end) {
-    await sleep(Math.max(0, next - now()))
-    const w = Math.floor(Math.random() * WRITERS.length)
-    const s = current[w]
-    s.proc.kill('SIGKILL')
-    await s.proc.exited
-    s.killed = true
-    s.endedAt = now()
-    // A lock directory right after the kill may be the dead writer's (stale in 2 s) or its
-    // sibling's (gone in microseconds): looked at twice, 50 ms apart, same inode.
-    const lock = path.join(matrix, `${WRITERS[w]}.json.lock`)
-    const ino = () => {
-      try {
-        return fs.statSync(lock).ino
-      } catch {
-        return undefined
+  let stopAt
+  try {
+    track(spawn(process.execPath, [CHILD, 'reader', agentDir, readerLog], { env, stdio: 'ignore' }))
+    for (let w = 0; w < WRITERS.length; w++) startWriter(w)
+    stopAt = await killAtRandom()
+  } catch (err) {
+    fs.rmSync(agentDir, { recursive: true, force: true })
+    throw err
+  } finally {
+    // Stopped as they are killed (a SIGTERM handler would not run inside a writer's chain of
+    // settled promises anyway); the accounting treats every end alike.
+    for (const p of children) p.kill('SIGKILL')
+    await Promise.all([...children].map((p) => p.exited))
+  }
+  return account()
+
+  /** Kill writers at random and start them again until the end; resolves the end's time. */
+  async function killAtRandom() {
+    const t0 = now()
+    const end = t0 + seconds * 1000
+    const rnd = (a, b) => a + Math.random() * (b - a)
+    let next = t0 + firstKill
+    while (next < end) {
+      await sleep(Math.max(0, next - now()))
+      const w = killable[Math.floor(Math.random() * killable.length)]
+      const s = current[w]
+      s.proc.kill('SIGKILL')
+      await s.proc.exited
+      s.killed = true
+      s.endedAt = now()
+      // A lock directory right after the kill may be the dead writer's (stale in 2 s) or its
+      // sibling's (gone in microseconds): looked at twice, 50 ms apart, same inode.
+      const lock = path.join(matrix, `${WRITERS[w]}.json.lock`)
+      const ino = () => {
+        try {
+          return fs.statSync(lock).ino
+        } catch {
+          return undefined
+        }
       }
-    }
-    const first = ino()
-    startWriter(w)
-    if (first !== undefined) {
-      await sleep(50)
-      if (ino() === first) leftLocks.push({ entry: WRITERS[w], t: s.endedAt })
-    }
-    kills++
-    next = now() + rnd(killEvery[0], killEvery[1])
+      const first = ino()
+      startWriter(w)
+      if (first !== undefined) {
+        await sleep(50)
+        if (ino() === first) leftLocks.push({ entry: WRITERS[w], t: s.endedAt })
+      }
+      kills++
+      next = now() + rnd(killEvery[0], killEvery[1])
   }
   await sleep(Math.max(0, end - now()))
-  const stopAt = now()
-  // Stopped as they are killed (a SIGTERM handler would not run inside a writer's chain of
-  // settled promises anyway); the accounting treats every end alike.
-  for (const p of children) p.kill('SIGKILL')
-  await Promise.all([...children].map((p) => p.exited))
+  return now()
+  }
 
-  // Accounting.
-  const final = {}
-  for (const id of ENTRIES) final[id] = Number(JSON.parse(fs.readFileSync(path.join(matrix, `${id}.json`), 'utf8')).taskRef)
-  const leftover = fs.readdirSync(matrix).filter((n) => !ENTRIES.some((id) => n === `${id}.json`))
-  const problems = []
-  const perEntry = Object.fromEntries(ENTRIES.map((id) => [id, { oks: new Map(), unlogged: [] }]))
-  const startsOut = []
-  for (const s of starts) {
-    const log = parseLog(s.log)
-    const id = WRITERS[s.writer]
-    if (log.error) problems.push(`writer ${s.writer}.${s.gen}: ${log.error}`)
-    if (!s.killed && s.stderr.trim()) problems.push(`writer ${s.writer}.${s.gen} stderr: ${s.stderr.trim()}`)
-    for (const ok of log.oks) {
-      const seen = perEntry[id].oks.get(ok.v)
-      if (seen) problems.push(`${id}: value ${ok.v} written twice (${seen} and ${s.writer}.${s.gen})`)
-      perEntry[id].oks.set(ok.v, `${s.writer}.${s.gen}`)
-    }
-    // A killed writer may have committed its last CAS without logging it.
-    const lastTry = log.tries[log.tries.length - 1]
-    if (lastTry && !log.oks.some((o) => o.v === lastTry.v)) perEntry[id].unlogged.push(lastTry.v)
-    // A writer killed before its store loaded (Node's start-up, seconds on a busy machine) never ran.
-    if (log.start === undefined) {
-      startsOut.push({ writer: s.writer, gen: s.gen, entry: id, killed: s.killed, ran: false })
-      continue
-    }
-    const startT = log.start
-    const endT = s.killed ? s.endedAt : stopAt
-    const firstOk = log.oks[0]
-    // Started while a lock left by a killed writer on its entry could still be in the way
-    // (fresh for 2 s, then taken over).
-    const lockLeft = leftLocks.some((l) => l.entry === id && l.t <= s.spawnedAt + 1 && s.spawnedAt - l.t < 2500)
-    startsOut.push({
-      writer: s.writer,
-      gen: s.gen,
-      entry: id,
-      killed: s.killed,
-      lockLeft,
-      // Ms from the writer's first line (its store loaded) to its first success; null = none.
-      ttfs: firstOk ? firstOk.t - startT : null,
-      lived: endT - startT,
-      ran: true,
-      spawnToStart: log.start - s.spawnedAt,
-      // The longest time without a success: from the start to the first, between two, and
-      // from the last to the writer's end.
-      maxGap: maxGap([startT, ...log.oks.map((o) => o.t), endT]),
-      // The same, leaving out stretches that a lock left by a killed writer on this entry may
-      // explain (from the kill until it is stale, 2 s, plus one 500 ms wait of the schedule).
-      maxClearGap: maxGap([startT, ...log.oks.map((o) => o.t), endT], (a, b) =>
-        leftLocks.some((l) => l.entry === id && l.t < b && l.t + 2600 > a),
-      ),
-      successes: log.oks.length,
-      tries: log.tries.length,
-      attempts: trace ? log.attempts : undefined,
-      startT,
-    })
+  /** The report, from the entries' final values and the logs; removes the run's folders. */
+  function account() {
+    const final = {}
+    for (const id of ENTRIES) final[id] = Number(JSON.parse(fs.readFileSync(path.join(matrix, `${id}.json`), 'utf8')).taskRef)
+    const leftover = fs.readdirSync(matrix).filter((n) => !ENTRIES.some((id) => n === `${id}.json`))
+    const problems = []
+    const perEntry = Object.fromEntries(ENTRIES.map((id) => [id, { oks: new Map(), unlogged: [] }]))
+    const startsOut = []
+    for (const s of starts) {
+      const log = parseLog(s.log)
+      const id = WRITERS[s.writer]
+      if (log.error) problems.push(`writer ${s.writer}.${s.gen}: ${log.error}`)
+      if (!s.killed && s.stderr.trim()) problems.push(`writer ${s.writer}.${s.gen} stderr: ${s.stderr.trim()}`)
+      for (const ok of log.oks) {
+        const seen = perEntry[id].oks.get(ok.v)
+        if (seen) problems.push(`${id}: value ${ok.v} written twice (${seen} and ${s.writer}.${s.gen})`)
+        perEntry[id].oks.set(ok.v, `${s.writer}.${s.gen}`)
+      }
+      // A killed writer may have committed its last CAS without logging it.
+      const lastTry = log.tries[log.tries.length - 1]
+      if (lastTry && !log.oks.some((o) => o.v === lastTry.v)) perEntry[id].unlogged.push(lastTry.v)
+      // A writer killed before its store loaded (Node's start-up, seconds on a busy machine) never ran.
+      if (log.start === undefined) {
+        startsOut.push({ writer: s.writer, gen: s.gen, entry: id, killed: s.killed, ran: false })
+        continue
+      }
+      const startT = log.start
+      const endT = s.killed ? s.endedAt : stopAt
+      const firstOk = log.oks[0]
+      // Started while a lock left by a killed writer on its entry could still be in the way
+      // (fresh for 2 s, then taken over).
+      const lockLeft = leftLocks.some((l) => l.entry === id && l.t <= s.spawnedAt + 1 && s.spawnedAt - l.t < LEFT_LOCK_MS)
+      startsOut.push({
+        writer: s.writer,
+        gen: s.gen,
+        entry: id,
+        killed: s.killed,
+        lockLeft,
+        // Ms from the writer's first line (its store loaded) to its first success; null = none.
+        ttfs: firstOk ? firstOk.t - startT : null,
+        lived: endT - startT,
+        ran: true,
+        spawnToStart: log.start - s.spawnedAt,
+        // The longest time without a success: from the start to the first, between two, and
+        // from the last to the writer's end.
+        maxGap: maxGap([startT, ...log.oks.map((o) => o.t), endT]),
+        // The same, less the time a lock left by a killed writer on this entry explains: from the
+        // kill until the lock is stale (2 s after it was made, so before) and one more scheduled
+        // attempt (≤ 500 ms of B17), with 100 ms to spare.
+        maxClearGap: maxGap(
+          [startT, ...log.oks.map((o) => o.t), endT],
+          leftLocks.filter((l) => l.entry === id).map((l) => [l.t, l.t + LEFT_LOCK_MS]),
+        ),
+        successes: log.oks.length,
+        tries: log.tries.length,
+        attempts: trace ? log.attempts : undefined,
+        startT,
+      })
   }
   let lost = 0
   for (const id of ENTRIES) {
@@ -203,14 +241,32 @@ async function torture({
   if (listings === 0) problems.push('the reader saw nothing')
   fs.rmSync(agentDir, { recursive: true, force: true })
   if (!traceDir) fs.rmSync(logDir, { recursive: true, force: true })
-  void reader
-  return { backend, seconds, kills, final, leftover, lost, problems, listings, starts: startsOut }
+  return { backend, seconds, kills, final, leftover, lost, problems, listings, leftLocks, starts: startsOut }
+  }
 }
 
-/** The longest step between consecutive times, skipping steps (a, b) that `skip` excuses. */
-function maxGap(times, skip = () => false) {
+/**
+ * The longest step between consecutive `times`, each less the part of it that the `excused`
+ * intervals ([from, to] pairs) cover.
+ */
+function maxGap(times, excused = []) {
   let m = 0
-  for (let i = 1; i < times.length; i++) if (!skip(times[i - 1], times[i])) m = Math.max(m, times[i] - times[i - 1])
+  for (let i = 1; i < times.length; i++) {
+    const [a, b] = [times[i - 1], times[i]]
+    // The union of the excused intervals within [a, b].
+    const parts = excused
+      .map(([x, y]) => [Math.max(a, x), Math.min(b, y)])
+      .filter(([x, y]) => y > x)
+      .sort((p, q) => p[0] - q[0])
+    let covered = 0
+    let reach = a
+    for (const [x, y] of parts) {
+      if (y <= reach) continue
+      covered += y - Math.max(x, reach)
+      reach = y
+    }
+    m = Math.max(m, b - a - covered)
+  }
   return m
 }
 
@@ -235,11 +291,13 @@ if (require.main === module) {
   const firstKill = Number(opt('first-kill', 2000))
   const killEvery = opt('kill-every', '300-1500').split('-').map(Number)
   const modes = opt('modes', 'random,random,random,random').split(',')
+  const killable = opt('killable', '0,1,2,3').split(',').map(Number)
+  const strace = opt('strace', undefined) === undefined ? undefined : Number(opt('strace'))
   ;(async () => {
     const all = []
     for (let r = 0; r < runs; r++) {
       const dir = traceDir ? path.join(traceDir, `run${r}`) : undefined
-      const rep = await torture({ backend, seconds, firstKill, killEvery, modes, trace: !!traceDir, traceDir: dir })
+      const rep = await torture({ backend, seconds, firstKill, killEvery, modes, killable, strace, trace: !!traceDir, traceDir: dir })
       all.push(rep)
       const fmt = (s) => (!s.ran ? '-' : s.ttfs === null ? `>${s.lived.toFixed(0)}` : s.ttfs.toFixed(0))
       const firstRound = rep.starts.filter((s) => s.gen === 0).map((s) => `w${s.writer}:${fmt(s)}`)
