@@ -7,6 +7,7 @@
 //   node __test__/cas-torture.js [--runs N] [--seconds S] [--backend native|js] [--trace DIR]
 //     [--first-kill MS] [--kill-every MIN-MAX] [--modes M0,M1,M2,M3 (random|sync|async each)]
 //     [--killable 0,1,2,3] [--strace W (writer W's first start under strace, into DIR)]
+//     [--holder HOLD-PAUSE (this process holds the shared lock HOLD ms every HOLD+PAUSE ms)]
 // which prints one JSON line per run and a summary: times to first success per kind of start,
 // and per writer start the longest stretch without a success.
 const fs = require('node:fs')
@@ -60,6 +61,12 @@ async function torture({
   strace,
   /** The writers that may be killed. */
   killable = [0, 1, 2, 3],
+  /**
+   * [hold, pause] ms: this process also takes the shared entry's lock (as proper-lockfile
+   * does: one mkdir, retried) and keeps it `hold` ms, then leaves it `pause` ms, over and over,
+   * like a host's long `withFileLock` beside the writers (under 2 s: it is not refreshed).
+   */
+  holder,
   where = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(),
 } = {}) {
   const agentDir = fs.mkdtempSync(path.join(where, 'pi-native-torture-'))
@@ -109,13 +116,16 @@ async function torture({
   }
   const readerLog = path.join(logDir, 'reader.log')
   let kills = 0
+  let holds = 0
   /** Lock directories the killed writers left behind (each stale 2 s later). */
   const leftLocks = []
   let stopAt
   try {
     track(spawn(process.execPath, [CHILD, 'reader', agentDir, readerLog], { env, stdio: 'ignore' }))
     for (let w = 0; w < WRITERS.length; w++) startWriter(w)
+    const holding = holder ? holdAtIntervals() : null
     stopAt = await killAtRandom()
+    if (holding) await holding
   } catch (err) {
     fs.rmSync(agentDir, { recursive: true, force: true })
     throw err
@@ -126,6 +136,24 @@ async function torture({
     await Promise.all([...children].map((p) => p.exited))
   }
   return account()
+
+  /** The foreign holder (`holder`), until the end. */
+  async function holdAtIntervals() {
+    const lock = path.join(matrix, `${ENTRIES[0]}.json.lock`)
+    const end = now() + seconds * 1000
+    while (now() < end - holder[0]) {
+      try {
+        fs.mkdirSync(lock)
+      } catch {
+        await sleep(1) // held by a writer (or left by a killed one, until a writer takes it over)
+        continue
+      }
+      await sleep(holder[0])
+      fs.rmdirSync(lock)
+      holds++
+      await sleep(holder[1])
+    }
+  }
 
   /** Kill writers at random and start them again until the end; resolves the end's time. */
   async function killAtRandom() {
@@ -159,9 +187,9 @@ async function torture({
       }
       kills++
       next = now() + rnd(killEvery[0], killEvery[1])
-  }
-  await sleep(Math.max(0, end - now()))
-  return now()
+    }
+    await sleep(Math.max(0, end - now()))
+    return now()
   }
 
   /** The report, from the entries' final values and the logs; removes the run's folders. */
@@ -222,26 +250,26 @@ async function torture({
         attempts: trace ? log.attempts : undefined,
         startT,
       })
-  }
-  let lost = 0
-  for (const id of ENTRIES) {
-    const { oks, unlogged } = perEntry[id]
-    for (const v of oks.keys()) if (v > final[id]) problems.push(`${id}: success ${v} beyond the final value ${final[id]}`)
-    for (let v = 1; v <= final[id]; v++) {
-      if (oks.has(v)) continue
-      const i = unlogged.indexOf(v)
-      if (i >= 0) unlogged.splice(i, 1)
-      else lost++, problems.push(`${id}: value ${v} on the way to ${final[id]} written by nobody`)
     }
-  }
-  const readerLines = fs.existsSync(readerLog) ? fs.readFileSync(readerLog, 'utf8').split('\n') : []
-  const breaches = readerLines.filter((l) => l.startsWith('x '))
-  problems.push(...breaches.map((l) => `reader: ${l}`))
-  const listings = readerLines.filter((l) => l.startsWith('r ')).length
-  if (listings === 0) problems.push('the reader saw nothing')
-  fs.rmSync(agentDir, { recursive: true, force: true })
-  if (!traceDir) fs.rmSync(logDir, { recursive: true, force: true })
-  return { backend, seconds, kills, final, leftover, lost, problems, listings, leftLocks, starts: startsOut }
+    let lost = 0
+    for (const id of ENTRIES) {
+      const { oks, unlogged } = perEntry[id]
+      for (const v of oks.keys()) if (v > final[id]) problems.push(`${id}: success ${v} beyond the final value ${final[id]}`)
+      for (let v = 1; v <= final[id]; v++) {
+        if (oks.has(v)) continue
+        const i = unlogged.indexOf(v)
+        if (i >= 0) unlogged.splice(i, 1)
+        else lost++, problems.push(`${id}: value ${v} on the way to ${final[id]} written by nobody`)
+      }
+    }
+    const readerLines = fs.existsSync(readerLog) ? fs.readFileSync(readerLog, 'utf8').split('\n') : []
+    const breaches = readerLines.filter((l) => l.startsWith('x '))
+    problems.push(...breaches.map((l) => `reader: ${l}`))
+    const listings = readerLines.filter((l) => l.startsWith('r ')).length
+    if (listings === 0) problems.push('the reader saw nothing')
+    fs.rmSync(agentDir, { recursive: true, force: true })
+    if (!traceDir) fs.rmSync(logDir, { recursive: true, force: true })
+    return { backend, seconds, kills, holds, final, leftover, lost, problems, listings, leftLocks, starts: startsOut }
   }
 }
 
@@ -293,11 +321,12 @@ if (require.main === module) {
   const modes = opt('modes', 'random,random,random,random').split(',')
   const killable = opt('killable', '0,1,2,3').split(',').map(Number)
   const strace = opt('strace', undefined) === undefined ? undefined : Number(opt('strace'))
+  const holder = opt('holder', undefined)?.split('-').map(Number)
   ;(async () => {
     const all = []
     for (let r = 0; r < runs; r++) {
       const dir = traceDir ? path.join(traceDir, `run${r}`) : undefined
-      const rep = await torture({ backend, seconds, firstKill, killEvery, modes, killable, strace, trace: !!traceDir, traceDir: dir })
+      const rep = await torture({ backend, seconds, firstKill, killEvery, modes, killable, strace, holder, trace: !!traceDir, traceDir: dir })
       all.push(rep)
       const fmt = (s) => (!s.ran ? '-' : s.ttfs === null ? `>${s.lived.toFixed(0)}` : s.ttfs.toFixed(0))
       const firstRound = rep.starts.filter((s) => s.gen === 0).map((s) => `w${s.writer}:${fmt(s)}`)
@@ -308,6 +337,7 @@ if (require.main === module) {
           run: r,
           final: rep.final,
           kills: rep.kills,
+          holds: rep.holds,
           lost: rep.lost,
           problems: rep.problems.slice(0, 5),
           listings: rep.listings,
