@@ -2,10 +2,12 @@
 //! Node-API addon. Capability modules are plain Rust, one per capability — `liveness` (PID
 //! probes), `session` (tail-recovery of session files), `store` (process-matrix entries, the
 //! proper-lockfile lock, atomic files) — over shared JS-semantics helpers (`json`, `jsstr`,
-//! `nodepath`, `fserror`); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
+//! `nodepath`, `fserror`) and the background threads (`background`); `binding` is the thin N-API
+//! layer. See docs/ARCHITECTURE.md.
 
 #![deny(clippy::all)]
 
+pub mod background;
 pub mod binding;
 pub mod fserror;
 pub mod json;
