@@ -14,11 +14,16 @@
 # Cross targets use Debian's Rust 1.96 with -Zbuild-std and cargo-zigbuild (install them with
 # scripts/cross-toolchain.sh). Their build directory lives in the cache folder outside the
 # clone ($PI_NATIVE_CROSS_CACHE/target), so rebuilds and CI runs in fresh clones are incremental.
+# PI_NATIVE_CROSS_TARGET_DIR names another one: two checkouts of different commits that build on
+# one machine at once (a branch's worktree beside main's) must not share it, or one could copy
+# the other's artifact. The host target builds with napi into the clone's own target/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 eval "$(scripts/cross-toolchain.sh)"
+TARGET_DIR="${PI_NATIVE_CROSS_TARGET_DIR:-$PI_NATIVE_CROSS_CACHE/target}"
+mkdir -p "$TARGET_DIR"
 ALL=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
@@ -56,9 +61,9 @@ for t in "${TARGETS[@]}"; do
     # linking would break the ad-hoc code signature arm64 macOS requires: keep symbols.
     case "$t" in *-apple-*) strip=false ;; esac
     [ "$t" = aarch64-unknown-linux-gnu ] && zt="$t.2.17" # pin the glibc floor
-    log="$PI_NATIVE_CROSS_CACHE/build-$t.log"
+    log="$TARGET_DIR/build-$t.log"
     if ! (
-      export PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PI_NATIVE_CROSS_CACHE/target"
+      export PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$TARGET_DIR"
       export CARGO_PROFILE_RELEASE_STRIP=$strip
       cargo-zigbuild build --release --target "$zt" -Zbuild-std=std,panic_abort
     ) >"$log" 2>&1; then
@@ -66,7 +71,7 @@ for t in "${TARGETS[@]}"; do
       echo "build of $t failed (full log: $log)" >&2
       exit 1
     fi
-    cp "$PI_NATIVE_CROSS_CACHE/target/$t/release/$(artifact "$t")" "$ROOT/$out"
+    cp "$TARGET_DIR/$t/release/$(artifact "$t")" "$ROOT/$out"
   fi
   echo "built $t -> $out in $(( $(date +%s) - start ))s ($(stat -c %s "$ROOT/$out") bytes)"
 done
