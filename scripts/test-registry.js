@@ -63,10 +63,16 @@ function assertEqual(actual, expected, what) {
   if (a !== e) throw new Error(`${what}: got ${a}, expected ${e}`)
 }
 
+// Commands still running (npm installs in flight when a signal arrives): cleanup ends them before
+// it removes the directory they work in.
+const running = new Set()
+
 /** Runs a command to completion without blocking the event loop; resolves {status, stdout, stderr}. */
 function run(cmd, args, opts = {}) {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts })
+    running.add(child)
+    child.on('close', () => running.delete(child))
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => (stdout += d))
@@ -151,13 +157,6 @@ async function startRegistry(verdaccioDir, work, upstream) {
   fs.closeSync(logFd)
   let exited = false
   const exit = new Promise((resolve) => child.on('exit', (code, signal) => ((exited = true), resolve(signal || code))))
-  const port = await Promise.race([
-    new Promise((resolve) => child.once('message', (m) => resolve(m.port))),
-    exit.then((how) => {
-      throw new Error(`verdaccio exited (${how}) before listening:\n${fs.readFileSync(logFile, 'utf8')}`)
-    }),
-    new Promise((_, reject) => setTimeout(() => reject(new Error('verdaccio did not listen within 60 s')), 60_000).unref()),
-  ])
   const stop = async () => {
     if (exited) return
     child.kill('SIGTERM')
@@ -165,6 +164,17 @@ async function startRegistry(verdaccioDir, work, upstream) {
     await exit
     clearTimeout(killer)
   }
+  // Stopped at cleanup from here on, also when it never listens: a child left running would keep
+  // this process alive through its IPC channel.
+  registryProcess = child
+  cleanups.push(stop)
+  const port = await Promise.race([
+    new Promise((resolve) => child.once('message', (m) => resolve(m.port))),
+    exit.then((how) => {
+      throw new Error(`verdaccio exited (${how}) before listening:\n${fs.readFileSync(logFile, 'utf8')}`)
+    }),
+    new Promise((_, reject) => setTimeout(() => reject(new Error('verdaccio did not listen within 60 s')), 60_000).unref()),
+  ])
   return { url: `http://127.0.0.1:${port}/`, host: `127.0.0.1:${port}`, stop, logFile, child }
 }
 
@@ -388,8 +398,6 @@ async function main(work) {
   const verdaccioDir = await ensureVerdaccio()
   log(`verdaccio ready in ${path.relative(root, verdaccioDir)} (${elapsed()})`)
   const registry = await startRegistry(verdaccioDir, work, upstream)
-  registryProcess = registry.child
-  cleanups.push(registry.stop)
   log(`registry: ${registry.url} (storage in ${work}), upstream ${upstream} (${elapsed()})`)
   try {
     await consumersAgainst(work, registry, tarballs, mainTarball)
@@ -482,31 +490,47 @@ async function consumersAgainst(work, registry, tarballs, mainTarball) {
   log(`consumers done (${elapsed()})`)
 }
 
-// Cleanup runs once, on the normal path, on an exception and on SIGINT/SIGTERM.
+// Cleanup runs once, on the normal path, on an exception and on SIGINT/SIGTERM/SIGHUP; a second
+// call waits for the first one's end.
 const cleanups = []
-let cleaned = false
+let cleaning = null
 let registryProcess = null
-async function cleanup() {
-  if (cleaned) return
-  cleaned = true
-  for (const fn of cleanups.reverse()) {
-    try {
-      await fn()
-    } catch (err) {
-      log(`cleanup: ${err.message}`)
+function cleanup() {
+  cleaning ??= (async () => {
+    await Promise.all(
+      [...running].map(
+        (child) =>
+          new Promise((resolve) => {
+            child.once('close', resolve)
+            child.kill('SIGTERM')
+            setTimeout(() => child.kill('SIGKILL'), 5000).unref()
+          }),
+      ),
+    )
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn()
+      } catch (err) {
+        log(`cleanup: ${err.message}`)
+      }
     }
-  }
+  })()
+  return cleaning
 }
-for (const sig of ['SIGINT', 'SIGTERM']) {
+for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]]) {
   process.on(sig, () => {
     log(`${sig}: stopping the registry and removing the temp directory`)
-    cleanup().finally(() => process.exit(130))
+    cleanup().finally(() => process.exit(code))
   })
 }
 
 ;(async () => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-registry-'))
   cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }))
+  // Every child's temp files (pack-all.sh's staging, npm's, the consumers') go inside it too.
+  const tmp = path.join(work, 'tmp')
+  fs.mkdirSync(tmp)
+  Object.assign(process.env, { TMPDIR: tmp, TMP: tmp, TEMP: tmp })
   log(`registry test: pi-native ${VERSION}, work directory ${work}`)
   try {
     await main(work)
