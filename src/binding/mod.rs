@@ -2,6 +2,7 @@
 //! failures to the JS contract layer ([`failure`]). No capability logic lives here.
 
 pub mod background;
+pub mod events;
 pub mod expected;
 pub mod failure;
 pub mod liveness;
@@ -36,4 +37,5 @@ pub fn env_owner(env: &Env) -> napi::Result<u64> {
 fn teardown(owner: u64) {
     crate::store::lock::release_all(owner);
     session::cancel_calls_of(owner);
+    events::teardown(owner);
 }
