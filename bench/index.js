@@ -2,6 +2,7 @@
 'use strict'
 // `npm run bench`: every scenario, native vs the js/ backend, in one run. Prints a Markdown
 // table (medians, ratios, targets met or missed) and writes bench/results/latest.{json,md}.
+// `npm run bench -- <suite>...` runs only those suites (liveness, session-recovery, store, events).
 const { compare, write } = require('./harness.js')
 const { loadNative, loadJs } = require('../lib/binding.js')
 
@@ -9,6 +10,7 @@ const suites = {
   liveness: require('./liveness.js'),
   'session-recovery': require('./session-recovery.js'),
   store: require('./store.js'),
+  events: require('./events.js'),
 }
 
 async function main() {

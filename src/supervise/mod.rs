@@ -97,16 +97,17 @@ pub(crate) enum OpenError {
 /// One raw occurrence the waiter saw, before the registry maps it to watches.
 pub(crate) enum Fired {
     /// The exit watch with this id fired.
+    #[cfg_attr(target_os = "macos", allow(dead_code))]
     Exit(u64),
     /// Every exit watch of this pid fired (kqueue has one watch per pid).
-    #[allow(dead_code)]
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
     ExitPid(i32),
     /// `name` changed in the folder known as `key`.
     Name(os::DirKey, OsString),
     /// The folder known as `key` went away or was replaced: it reports nothing more.
     Gone(os::DirKey),
     /// Notifications were lost (inotify's queue overflowed): every folder watch re-evaluates.
-    #[allow(dead_code)]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Overflow,
 }
 
