@@ -16,6 +16,9 @@ const isWin = process.platform === 'win32'
 const native = require('../lib/binding.js').loadNative()
 const binding = require('../index.js')
 
+/** Remove a temp tree; on Windows a folder whose watch just ended may take a moment to go. */
+const rmTree = (p) => fs.rmSync(p, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
+
 /** A process that is not this one's child (its parent exits at once): `{ pid }`. */
 async function grandchild() {
   if (isWin) {
@@ -232,12 +235,13 @@ const [agentDir, entryJson, n] = process.argv.slice(2)
 })()`
 
 for (const [name, s] of backends()) {
-  test(`${name}: watchEntries sees another process's writes within 50 ms, each as readEntry has it`, async () => {
+  test(`${name}: watchEntries sees another process's writes within 50 ms, each as readEntry has it`, async (t) => {
     const a = tempAgentDir()
     fs.mkdirSync(matrixDir(a), { recursive: true })
     await s.writeEntry(a, makeEntry('master', 'before'))
     const ac = new AbortController()
     const c = collect(s.watchEntries(a, { signal: ac.signal }))
+    t.after(() => ac.abort()) // a failure must not leave the watch holding the process
     const entry = makeEntry('worker', 'w1')
     // The writer runs while this process's event loop is free to take the events.
     const writer = spawn(process.execPath, ['-e', WRITER, path.join(root, 'lib', 'index.js'), a, JSON.stringify(entry), '10'], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -258,14 +262,15 @@ for (const [name, s] of backends()) {
     lags.sort((x, y) => x - y)
     // The native route is held to 50 ms; fs.watch plus the JS reads get more room.
     assert.ok(lags[Math.floor(lags.length / 2)] <= (name === 'native' ? 50 : 250), `median lag ${lags[Math.floor(lags.length / 2)]} ms (${lags.map((l) => l.toFixed(1))})`)
-    fs.rmSync(a, { recursive: true, force: true })
+    rmTree(a)
   })
 
-  test(`${name}: watchEntries: change, remove, invalid files; temp files and lock folders say nothing`, async () => {
+  test(`${name}: watchEntries: change, remove, invalid files; temp files and lock folders say nothing`, async (t) => {
     const a = tempAgentDir()
     const dir = matrixDir(a)
     fs.mkdirSync(dir, { recursive: true })
     const it = s.watchEntries(a)
+    t.after(() => it.return())
     const c = collect(it)
     fs.mkdirSync(path.join(dir, 'master-x.json.lock'))
     fs.writeFileSync(path.join(dir, `master-x.json.${process.pid}.00000000-0000-4000-8000-000000000000.tmp`), '{}')
@@ -292,13 +297,14 @@ for (const [name, s] of backends()) {
     await sleep(200)
     assert.equal(c.got.length, 3)
     assert.deepEqual(await it.next(), { value: undefined, done: true })
-    fs.rmSync(a, { recursive: true, force: true })
+    rmTree(a)
   })
 
-  test(`${name}: watchEntries coalesces a burst per entry and loses no last state`, async () => {
+  test(`${name}: watchEntries coalesces a burst per entry and loses no last state`, async (t) => {
     const a = tempAgentDir()
     fs.mkdirSync(matrixDir(a), { recursive: true })
     const it = s.watchEntries(a)
+    t.after(() => it.return())
     const e = makeEntry('worker', 'burst')
     for (let i = 0; i < 30; i++) await s.writeEntry(a, { ...e, taskRef: `step-${i}` })
     await s.writeEntry(a, makeEntry('worker', 'other'))
@@ -321,28 +327,32 @@ for (const [name, s] of backends()) {
     await s.writeEntry(a, { ...e, taskRef: 'step-30' })
     assert.equal((await within(next, 5000)).value.value.entry.taskRef, 'step-30')
     await it.return()
-    fs.rmSync(a, { recursive: true, force: true })
+    rmTree(a)
   })
 
   test(`${name}: watchEntries waits for a folder that does not exist yet, and follows it when it is made again`, async () => {
     const a = path.join(tempAgentDir(), 'agent-not-yet')
     const ac = new AbortController()
     const c = collect(s.watchEntries(a, { signal: ac.signal }))
-    await sleep(100)
-    const e = makeEntry('master', 'm')
-    await s.writeEntry(a, e) // makes agent-not-yet/state/process-matrix
-    await c.until((g) => g.length >= 1, 5000, 'the first entry')
-    assert.deepEqual(c.got[0].entry, e)
-    fs.rmSync(path.join(a, 'state'), { recursive: true })
-    await c.until((g) => g.some((x) => x.type === 'remove'), 5000, 'the removal with its folder')
-    await s.writeEntry(a, makeEntry('worker', 'again'))
-    await c.until((g) => g.some((x) => x.entryId === 'worker-again'), 5000, 'an entry in the new folder')
-    await s.writeEntry(a, { ...makeEntry('worker', 'again'), status: 'closed' })
-    await c.until((g) => g.some((x) => x.entry?.status === 'closed'), 5000, 'a change in the new folder')
-    ac.abort()
-    await c.done
+    try {
+      await sleep(100)
+      const e = makeEntry('master', 'm')
+      await s.writeEntry(a, e) // makes agent-not-yet/state/process-matrix
+      await c.until((g) => g.length >= 1, 5000, 'the first entry')
+      assert.deepEqual(c.got[0].entry, e)
+      // Windows (as with fs.watch) removes a watched folder once its watch lets go: rm retries.
+      fs.rmSync(path.join(a, 'state'), { recursive: true, maxRetries: 20, retryDelay: 50 })
+      await c.until((g) => g.some((x) => x.type === 'remove'), 5000, 'the removal with its folder')
+      await s.writeEntry(a, makeEntry('worker', 'again'))
+      await c.until((g) => g.some((x) => x.entryId === 'worker-again'), 5000, 'an entry in the new folder')
+      await s.writeEntry(a, { ...makeEntry('worker', 'again'), status: 'closed' })
+      await c.until((g) => g.some((x) => x.entry?.status === 'closed'), 5000, 'a change in the new folder')
+    } finally {
+      ac.abort()
+      await c.done
+    }
     if (name === 'native') assert.equal(binding.supervisionState().watches, 0)
-    fs.rmSync(path.dirname(a), { recursive: true, force: true })
+    rmTree(path.dirname(a))
   })
 
   test(`${name}: watchEntries: invalid arguments reject the first next(); an aborted signal ends it at once`, async () => {
@@ -377,11 +387,11 @@ for (const [name, s] of backends()) {
     await s.writeEntry(a, makeEntry('master', 'wake'))
     assert.deepEqual(await within(ended, 5000), { value: 0 })
     assert.equal(out, 'change master-wake\n')
-    fs.rmSync(a, { recursive: true, force: true })
+    rmTree(a)
   })
 }
 
-test('watchEntries polls a folder whose notifications miss remote changes', async () => {
+test('watchEntries polls a folder whose notifications miss remote changes', async (tc) => {
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".
   const quiet = { mode: () => 'none', start() {}, add: () => 1, cancel() {}, ref() {} }
   const scan = (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig])))
@@ -390,6 +400,7 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
   await native.writeEntry(a, makeEntry('master', 'old'))
   const ac = new AbortController()
   const c = collect(watchEntries(a, { signal: ac.signal }))
+  tc.after(() => ac.abort())
   await sleep(300) // the baseline listing
   const t = Date.now()
   await native.writeEntry(a, makeEntry('worker', 'remote'))
@@ -402,7 +413,7 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
   ])
   ac.abort()
   await c.done
-  fs.rmSync(a, { recursive: true, force: true })
+  rmTree(a)
 })
 
 test('native: the folder scan and the remote test of the addon', async () => {
@@ -413,5 +424,5 @@ test('native: the folder scan and the remote test of the addon', async () => {
   const files = await binding.dirScan(matrixDir(a))
   assert.deepEqual(files.map((f) => f.name), ['master-x.json'])
   assert.equal(await binding.dirIsRemote(a), false, 'a temp folder is local')
-  fs.rmSync(a, { recursive: true, force: true })
+  rmTree(a)
 })

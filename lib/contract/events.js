@@ -271,7 +271,9 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
      */
     #attach(force, initial = false) {
       try {
-        for (;;) {
+        // What was watched before this call (the comparisons below are against it).
+        let was = this.#watch
+        for (let tries = 0; ; tries++) {
           let target = this.#dir
           let child = null
           let folder = folderId(target)
@@ -280,17 +282,24 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
             target = path.dirname(target)
             folder = folderId(target)
           }
-          const was = this.#watch
-          if (!force && was !== null && was.dir === target && was.folder === folder) return
-          if (was !== null) {
-            byWatch.delete(was.id)
-            dirWatch.cancel(was.id)
+          const cur = this.#watch
+          if (!force && cur !== null && cur.dir === target && cur.folder === folder) return
+          if (cur !== null) {
+            byWatch.delete(cur.id)
+            dirWatch.cancel(cur.id)
             this.#watch = null
           }
           if (folder === undefined) {
             throw Object.assign(new Error(`ENOENT: no folder to watch on the way to '${this.#dir}'`), { code: 'ENOENT' })
           }
-          const id = dirWatch.add(target, child)
+          let id
+          try {
+            id = dirWatch.add(target, child)
+          } catch (err) {
+            // Gone between the look and the watch: look again (a few times at most).
+            if ((err?.code === 'ENOENT' || err?.code === 'ENOTDIR') && tries < 8) continue
+            throw err
+          }
           this.#watch = { id, dir: target, folder, child }
           byWatch.set(id, this)
           const atMatrix = child === null
@@ -306,6 +315,7 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           }
           // The next folder down may have appeared before its watch was in place.
           if (atMatrix || folderId(path.join(target, child)) === undefined) return
+          was = this.#watch
           force = false
           initial = false // it did not exist at the call: what it holds is news
         }

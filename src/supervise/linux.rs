@@ -121,7 +121,7 @@ impl Waiter {
         let for_thread = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("pi-native-supervise".into())
-            .stack_size(64 * 1024)
+            .stack_size(128 * 1024)
             .spawn(move || run(for_thread, inotify))?;
         Ok(Waiter {
             shared,

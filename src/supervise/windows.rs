@@ -1,7 +1,8 @@
 //! Windows: a process handle per watched process, waited for with `RegisterWaitForSingleObject`
 //! (the system's wait threads each wait for up to 63 handles with `WaitForMultipleObjects`: no
 //! thread per process, none of ours), and one `notify` watcher (ReadDirectoryChangesW, on its
-//! own thread, made with the first folder watch) for the folders.
+//! own thread, made with the first folder watch) for the folders, whose events a thread of ours
+//! hands to the registry.
 //!
 //! ReadDirectoryChangesW says nothing when the watched folder itself is removed (notify then
 //! drops the watch quietly), so each watched folder's parent is watched too, for that name.
@@ -9,6 +10,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use windows_sys::Win32::Foundation::{
@@ -59,8 +61,10 @@ unsafe extern "system" fn exited(context: *mut c_void, _timed_out: bool) {
     let _ = std::panic::catch_unwind(|| super::dispatch(vec![Fired::Exit(id)]));
 }
 
-/// notify's handler (its thread): names changed in watched folders, folders removed.
-fn on_event(res: notify::Result<Event>) {
+/// notify's handler (its thread): names changed in watched folders, folders removed, handed
+/// to the dispatching thread. Not dispatched here: notify runs this on the thread that must
+/// also acknowledge a new watch, which the registry asks for while it holds its lock.
+fn on_event(res: notify::Result<Event>, to_dispatch: &mpsc::Sender<Vec<Fired>>) {
     let Ok(ev) = res else { return };
     if matches!(ev.kind, EventKind::Access(_)) {
         return;
@@ -81,8 +85,23 @@ fn on_event(res: notify::Result<Event>) {
         fired.push(Fired::Name(parent.to_path_buf(), name.to_os_string()));
     }
     if !fired.is_empty() {
-        let _ = std::panic::catch_unwind(|| super::dispatch(fired));
+        let _ = to_dispatch.send(fired);
     }
+}
+
+/// The folder watcher, and the thread that dispatches its events; the thread ends when the
+/// watcher (holding the channel's sender) is gone.
+fn folder_watcher() -> std::io::Result<RecommendedWatcher> {
+    let (tx, rx) = mpsc::channel::<Vec<Fired>>();
+    std::thread::Builder::new()
+        .name("pi-native-supervise".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            for fired in rx {
+                let _ = std::panic::catch_unwind(|| super::dispatch(fired));
+            }
+        })?;
+    notify::recommended_watcher(move |res| on_event(res, &tx)).map_err(io_error)
 }
 
 /// Whether `p` is a folder some watch is registered for.
@@ -143,7 +162,7 @@ impl Waiter {
     fn watch_path(&mut self, p: &Path, as_parent: bool) -> std::io::Result<()> {
         if !self.paths.contains_key(p) {
             if self.watcher.is_none() {
-                self.watcher = Some(notify::recommended_watcher(on_event).map_err(io_error)?);
+                self.watcher = Some(folder_watcher()?);
             }
             let w = self.watcher.as_mut().expect("just made");
             w.watch(p, RecursiveMode::NonRecursive).map_err(io_error)?;
