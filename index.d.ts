@@ -63,8 +63,9 @@ export declare function atomicWrite(filePath: string, content: string | Uint8Arr
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
 
 /**
- * Whether `dir` is on a network or FUSE file system (its folder watch then also polls);
- * `null` when that cannot be told.
+ * Whether `dir` is on a network or FUSE file system, where notifications miss other
+ * machines' changes (its folder watch then also polls): the answer the lock protocol uses too
+ * ([`fs_kind::is_remote`]); `null` when `dir` cannot be looked at.
  */
 export declare function dirIsRemote(dir: string): Promise<boolean | null>
 
@@ -142,16 +143,29 @@ export interface ListChunk {
 }
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
-export declare function lockAcquire(filePath: string, retries?: number, stale?: number): Promise<HeldLock>
+export declare function lockAcquire(filePath: string, retries?: number, stale?: number, attributeCacheMs?: number): Promise<HeldLock>
 
 /** withFileLockSync core: acquire on this thread (blocking sleeps between attempts). */
-export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number): HeldLock
+export declare function lockAcquireSync(filePath: string, retries?: number, stale?: number, attributeCacheMs?: number): HeldLock
 
 /**
  * Diagnostic: lock acquisition attempts this process made early because the held lock's
  * directory was seen removed (notified handoff) rather than at the next scheduled retry.
  */
 export declare function lockNotifiedAttempts(): number
+
+/**
+ * Diagnostic: folders this process watches right now for lock removals (only while some
+ * acquisition waits for a lock in them; one inotify instance serves them all on Linux).
+ */
+export declare function lockWatchedFolders(): number
+
+/**
+ * Diagnostic: a promise of the recovery outbox whose settling side ends without an answer (as
+ * after a panic): it must reject, and its process must still exit on its own. Resolves `true`
+ * where there is no outbox (nothing to check).
+ */
+export declare function outboxUnsettledProbe(): Promise<boolean>
 
 /** State of a positive int32 pid: `alive`, `dead`, `zombie` or `eperm`. */
 export declare function probeState(pid: number): 'alive' | 'dead' | 'zombie' | 'eperm'
@@ -220,6 +234,21 @@ export interface SessionTail {
  * (called once by `lib/native.js` in every environment that loads the addon).
  */
 export declare function setErrorFactory(factory: (failure: Failure) => Error): void
+
+/**
+ * The lock settings of this environment, as lib/native.js read them from `process.env` at a
+ * locking call (SPEC G10): `fs` 0 = by the file system, 1 = local rule, 2 = network rule
+ * (`PI_NATIVE_LOCK_FS`); the attribute-cache bound of the network rule in ms
+ * (`PI_NATIVE_ATTRIBUTE_CACHE_MS`).
+ */
+export declare function setLockEnvironment(fs: number, attributeCacheMs: number): void
+
+/**
+ * Tell the addon whether the host runtime is Node (lib/native.js decides from `process.release`
+ * and `process.versions`): only then are recovery promises settled through Node's libuv
+ * (`src/binding/settle.rs`). Other runtimes may export libuv-named functions that do not work.
+ */
+export declare function settleThroughLibuv(node: boolean): void
 
 /**
  * CAS core (writeEntryIfUnchanged / removeEntryIfUnchanged): the lock, read, comparison and

@@ -426,3 +426,12 @@ test('native: the folder scan and the remote test of the addon', async () => {
   assert.equal(await binding.dirIsRemote(a), false, 'a temp folder is local')
   rmTree(a)
 })
+
+test('js backend: its network and FUSE file systems are the addon's (src/platform/fs_kind/linux.rs)', () => {
+  const src = fs.readFileSync(path.join(root, 'src', 'platform', 'fs_kind', 'linux.rs'), 'utf8')
+  const table = src.slice(src.indexOf('const REMOTE:'), src.indexOf('];', src.indexOf('const REMOTE:')))
+  const magics = [...table.matchAll(/\(\s*(0x[0-9a-f_]+)\s*,/gi)].map((m) => Number(m[1].replaceAll('_', '')))
+  assert.ok(magics.length >= 10, `parsed ${magics.length} magics`)
+  const { REMOTE_MAGIC } = require('../js/events.js')
+  assert.deepEqual([...REMOTE_MAGIC].sort((a, b) => a - b), magics.sort((a, b) => a - b))
+})

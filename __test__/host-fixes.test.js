@@ -1,5 +1,5 @@
 'use strict'
-// Defects found by running the hosts' own test suites against the swap (issue 8): the lock
+// Defects found by running the hosts' own test suites against the swap: the lock
 // helpers create the target's parent folder first (SPEC B17a), and the JS backend decides
 // "win32" at each call, as the original reads process.platform at each call (B18/B19).
 const test = require('node:test')

@@ -10,6 +10,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { root } = require('./helpers.js')
+const { HOSTS, readmeBlocks, compose, fileOf } = require('./host-models.js')
 
 const SUBPATHS = {
   liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess'],
@@ -205,7 +206,7 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
   // The README's delegate body for pi-adaptative's store.ts must compile as printed.
   const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const storeTs = /```ts\n(?:\/\/[^\n]*\n)?(import \* as native from "pi-native\/process-matrix-store";[\s\S]*?)```/.exec(readme)[1]
+  const storeTs = readmeBlocks(readme).find((b) => b.key.endsWith('/process-matrix/store.ts')).body
   fs.writeFileSync(path.join(consumer, 'store.ts'), storeTs)
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   for (const [name, compilerOptions] of [
@@ -221,92 +222,180 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   assert.ok(ALL.length > 20)
 })
 
-// Host code left in each swapped module that calls the swapped names itself (the case that broke
-// with `export { x } from …`, issue 8): keyed by the path on the first line of the README block.
-const HOST_CODE = {
-  'src/runtime/child-pi/session-recovery.ts': `
-export async function hostUses(dir: string) {
-  const ctx = deriveSessionPaths({ agentId: '01_02-agent:helper', artifactsRoot: dir })
-  const spawnArgs = ['cli.js', '--mode', 'json', '-p', 'task']
-  const builtArgs = ['--mode', 'json', '-p', 'task']
-  const changed = ctx ? appendWorkerSessionArgs(spawnArgs, builtArgs, ctx) : false
-  const info: SessionRecoveryInfo | null = await recoverLastAssistantFromSession(dir, 'helper')
-  return { ctx, changed, builtArgs, on: resolveSessionRecoveryEnabled(undefined), crash: shouldAttemptSessionRecovery({ exitCode: null }, false), info }
-}`,
-  'src/core/process-matrix/store.ts': `
-export async function hostUses(agentDir: string) {
-  return { dir: processMatrixDir(agentDir), id: buildEntryId('master', 's'), list: await listEntries(agentDir), one: await readEntry(agentDir, 'x') }
-}`,
-  'src/core/util/atomic-file.ts': `
-export async function hostUses(dir: string) {
-  const file = dir + '/not/yet/created/state.json'
-  await withFileLock(file, () => writeFileAtomic(file, 'async'))
-  return withFileLockSync(dir + '/other/missing/lock-target', () => { writeFileAtomicSync(file, 'sync'); return 7 })
-}`,
-  'src/core/reload-blockers.ts': `
-export function hostUses(pid: number): boolean { return isReloadSessionProcessAlive(pid) && !isReloadSessionProcessAlive(undefined) }`,
-  'src/core/worktree-sync/store.ts': `
-export function hostUses(pid: number, hostname: string): boolean {
-  const owner: IntegrationLockOwner = { pid, hostname, token: 't', acquiredAt: '2026-01-01T00:00:00.000Z' }
-  return defaultIsPidAlive(owner)
-}`,
-  'src/runtime/process-status.ts': `
-export function hasStaleAsyncProcess(pid?: number): boolean { return !checkProcessLiveness(pid).alive }`,
-  'src/runtime/orphan-worker-registry.ts': `
-export function hostUses(pid: number): number | undefined { return getProcessStartTime(pid) }`,
+// The README's swap blocks, each put into a model of the real host file it is written for
+// (host-models.js), compiled under the hosts' settings and run: as ES modules (both hosts are
+// `"type": "module"`, tsc 5.9, nodenext, strict, verbatimModuleSyntax, `.ts` import extensions)
+// and as CommonJS, where a store export is replaced the way `vi.spyOn` replaces it.
+const HOST_TSC = {
+  target: 'es2022',
+  module: 'nodenext',
+  moduleResolution: 'nodenext',
+  strict: true,
+  isolatedModules: true,
+  allowImportingTsExtensions: true,
+  rewriteRelativeImportExtensions: true,
+  noUncheckedSideEffectImports: true,
+  skipLibCheck: false,
+  types: [],
 }
 
-test("README host modules (import-then-export form) compile with tsc and run, calling the swapped names", () => {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const section = readme.slice(readme.indexOf('## Swapping it into a host'), readme.indexOf('## Backends and troubleshooting'))
-  const blocks = [...section.matchAll(/```ts\n\/\/ (?:pi-crew|pi-adaptative) (?:packages\/coding-agent\/)?(\S+)[^\n]*\n([\s\S]*?)```/g)]
-  assert.deepEqual(blocks.map((b) => b[1]).sort(), Object.keys(HOST_CODE).sort())
-  const hostDir = path.join(consumer, 'host')
-  fs.mkdirSync(hostDir, { recursive: true })
+/** Write every model, with its block from `blocks` (key → body) in it, and its siblings under `dir`; the list of files. */
+function writeHostTree(dir, blocks) {
   const files = []
-  for (const [, file, body] of blocks) {
-    const name = file.replace(/\//g, '__')
-    fs.writeFileSync(path.join(hostDir, name), `${body}${HOST_CODE[file]}\n`)
-    files.push(`host/${name}`)
+  const put = (key, text) => {
+    const file = path.join(dir, fileOf(key))
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, text)
+    files.push(path.relative(dir, file))
   }
-  const config = { compilerOptions: { module: 'node16', moduleResolution: 'node16', strict: true, types: [], target: 'es2022', outDir: 'out', skipLibCheck: false }, files }
-  fs.writeFileSync(path.join(consumer, 'tsconfig.host.json'), JSON.stringify(config))
+  for (const [key, model] of Object.entries(HOSTS)) {
+    put(key, compose(model.file, blocks.get(key)))
+    for (const [sibling, text] of Object.entries(model.siblings)) put(sibling, text)
+  }
+  return files
+}
+
+/** tsc over `files` in `dir` with the hosts' options plus `options`; the spawnSync result. */
+function tscHost(dir, files, options) {
+  fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...HOST_TSC, ...options }, files }))
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-  sh(process.execPath, [tsc, '-p', 'tsconfig.host.json', '--noEmit'], consumer)
-  sh(process.execPath, [tsc, '-p', 'tsconfig.host.json'], consumer)
+  return spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8' })
+}
+
+test('README swap blocks compile in models of the real host files (ESM and CommonJS) and run, calling the swapped names', () => {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const blocks = new Map(readmeBlocks(readme).map((b) => [b.key, b.body]))
+  assert.deepEqual([...blocks.keys()].sort(), Object.keys(HOSTS).sort())
+  for (const [key, body] of blocks) {
+    for (const line of body.split('\n').filter((l) => l.startsWith('import '))) assert.match(line, /;$/, `${key}: one line per import`)
+  }
+
+  // ES modules, as the hosts build and run them.
+  const esm = path.join(consumer, 'host-esm')
+  fs.mkdirSync(esm)
+  fs.writeFileSync(path.join(esm, 'package.json'), JSON.stringify({ type: 'module' }))
+  const esmFiles = writeHostTree(esm, blocks)
+  const esmBuild = tscHost(esm, esmFiles, { verbatimModuleSyntax: true, outDir: 'out', rootDir: '.' })
+  assert.equal(esmBuild.status, 0, esmBuild.stdout + esmBuild.stderr)
+  const session = path.join('sessions', 'helper')
   const driver = `
-    const os = require('node:os'); const fs = require('node:fs'); const path = require('node:path')
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-host-'))
-    const m = (f) => require('./out/' + f.replace(/\\//g, '__').replace(/\\.ts$/, '.js'))
-    ;(async () => {
-      const rec = await m('src/runtime/child-pi/session-recovery.ts').hostUses(tmp)
-      const store = await m('src/core/process-matrix/store.ts').hostUses(tmp)
-      const lock = await m('src/core/util/atomic-file.ts').hostUses(tmp)
-      const written = fs.readFileSync(tmp + '/not/yet/created/state.json', 'utf8')
-      console.log(JSON.stringify({
-        rec, store, lock, written,
-        reload: m('src/core/reload-blockers.ts').hostUses(process.pid),
-        worktree: m('src/core/worktree-sync/store.ts').hostUses(2 ** 22 + 12345, os.hostname()),
-        stale: m('src/runtime/process-status.ts').hasStaleAsyncProcess(process.pid),
-        start: typeof m('src/runtime/orphan-worker-registry.ts').hostUses(process.pid),
-        tmp,
-      }))
-    })().catch((e) => { console.error(e); process.exit(1) })`
-  const out = JSON.parse(sh(process.execPath, ['-e', driver], consumer))
+    import os from 'node:os'; import fs from 'node:fs'; import path from 'node:path'
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-host-esm-'))
+    const out = (f) => './out/' + f.replace(' ', '/').replace(/\\.ts$/, '.js')
+    const m = async (f) => import(out(f))
+    const A = 'pi-adaptative packages/coding-agent/src'
+    // A session with one complete answer, where the worker's recovery looks.
+    fs.mkdirSync(path.join(tmp, ${JSON.stringify(session)}), { recursive: true })
+    fs.writeFileSync(path.join(tmp, ${JSON.stringify(session)}, '2026-07-19T12-00-00-000Z_helper.jsonl'),
+      JSON.stringify({ type: 'session', version: 3, id: 'helper', timestamp: '2026-07-19T12:00:00.000Z', cwd: '/' }) + '\\n' +
+      JSON.stringify({ type: 'message', id: 'a1', parentId: null, timestamp: '2026-07-19T12:00:01.000Z', message: { role: 'assistant', content: [{ type: 'text', text: 'done' }], stopReason: 'stop' } }) + '\\n')
+    const child = await (await m('pi-crew src/runtime/child-pi/child-pi.ts')).runChild({ agentId: '01_02-agent:helper', artifactsRoot: tmp }, true)
+    const agent = { agentId: 'a', resumeContext: { provider: 'pi', sessionId: 's1', cwd: '/', resourceProfileNames: [], contextPointers: [{ id: 'p', kind: 'repository', uri: 'u', readOnly: true, metadata: { n: [1, { k: null }] } }] } }
+    const runtime = await m(A + '/core/process-matrix/runtime.ts')
+    const beat = await runtime.registerAndBeat(tmp, agent, process.pid)
+    const closed = runtime.closeOnExit(tmp, beat)
+    const pruned = await runtime.pruneClosed(tmp)
+    const json = (await m(A + '/core/util/json-store.ts')).updateJsonSync(path.join(tmp, 'new', 'dir', 'x.json'), '{"a":1}')
+    const index = await m(A + '/index.ts')
+    const liveness = await import('pi-native/liveness')
+    const reload = index.getPendingReloadBlockers([{ key: 'me', pid: process.pid }, { key: 'gone', pid: 2 ** 22 + 12345 }, { key: 'none' }])
+    const worktree = await m(A + '/core/worktree-sync/store.ts')
+    await worktree.writeLane(tmp, { laneKey: 'l1', branch: 'pi/wt/l1', worktreePath: '/w', status: 'active', createdAt: 'x', updatedAt: 'x' })
+    const owner = { pid: 2 ** 22 + 12345, hostname: os.hostname(), token: 't0', acquiredAt: 'x' }
+    const takeover = await worktree.acquireIntegrationLock(tmp, owner, { pid: process.pid, hostname: os.hostname() })
+    const foreign = await worktree.acquireIntegrationLock(tmp, { ...owner, hostname: os.hostname() + '-other' }, { pid: process.pid, hostname: os.hostname() })
+    const view = await m('pi-crew src/runtime/status-view.ts')
+    const registry = (await m('pi-crew src/runtime/orphan-worker-registry.ts')).registerWorker(process.pid, process.ppid)
+    console.log(JSON.stringify({
+      tmp, child, beat, closed, pruned, json,
+      written: fs.readFileSync(path.join(tmp, 'new', 'dir', 'x.json'), 'utf8'),
+      lane: fs.existsSync(path.join(tmp, 'lanes', 'l1.json')),
+      reExported: index.isReloadSessionProcessAlive === liveness.isReloadSessionProcessAlive,
+      reload, takeover, foreign,
+      self: view.describePid(process.pid), none: view.describePid(undefined), stale: [view.stale(process.pid), view.stale(2 ** 22 + 12345)],
+      registry, start: liveness.getProcessStartTime(process.pid),
+    }))`
+  fs.writeFileSync(path.join(esm, 'driver.mjs'), driver)
+  const out = JSON.parse(sh(process.execPath, ['driver.mjs'], esm))
   const tmp = out.tmp
-  assert.deepEqual(out.rec.ctx, { sessionId: 'helper', sessionDir: path.join(tmp, 'sessions', 'helper') })
-  assert.equal(out.rec.changed, true)
-  assert.deepEqual(out.rec.builtArgs, ['--mode', 'json', '-p', '--session-id', 'helper', '--session-dir', path.join(tmp, 'sessions', 'helper'), 'task'])
-  assert.equal(out.rec.on, true)
-  assert.equal(out.rec.crash, true)
-  assert.equal(out.rec.info, null)
-  assert.deepEqual(out.store, { dir: path.join(tmp, 'state', 'process-matrix'), id: 'master-s', list: [] })
-  assert.equal(out.lock, 7)
-  assert.equal(out.written, 'sync')
-  assert.equal(out.reload, true)
-  assert.equal(out.worktree, false)
-  assert.equal(out.stale, false)
-  assert.equal(out.start, 'number')
+  const sessionDir = path.join(tmp, session)
+  assert.deepEqual(out.child.ctx, { sessionId: 'helper', sessionDir })
+  assert.equal(out.child.changed, true)
+  assert.deepEqual(out.child.builtArgs, ['--mode', 'json', '-p', '--session-id', 'helper', '--session-dir', sessionDir, 'task.md'])
+  assert.deepEqual(out.child.result.recoveredFromSession, {
+    sessionId: 'helper',
+    sessionFile: path.join(sessionDir, '2026-07-19T12-00-00-000Z_helper.jsonl'),
+    text: 'done',
+    timestamp: '2026-07-19T12:00:01.000Z',
+    stopReason: 'stop',
+  })
+  assert.equal(out.beat.heartbeatAt, '2026-07-19T12:00:30.000Z')
+  assert.deepEqual(out.beat.agent.resumeContext.contextPointers[0].metadata, { n: [1, { k: null }] })
+  assert.equal(out.closed, true)
+  assert.deepEqual(out.pruned, ['master-s1'])
+  assert.equal(out.json, 7)
+  assert.equal(out.written, '{"a":1}')
+  assert.equal(out.lane, true)
+  assert.equal(out.reExported, true)
+  assert.deepEqual(out.reload, { agentDir: '~/.pi/agent', blockers: ['me'] })
+  assert.deepEqual(out.takeover, { acquired: true, takeover: true, token: 'token-1' })
+  assert.equal(out.foreign.acquired, false)
+  assert.equal(out.foreign.holderAlive, true)
+  assert.equal(out.self, 'alive: process is alive')
+  assert.equal(out.none, 'dead: no pid recorded')
+  assert.deepEqual(out.stale, [false, true])
+  assert.equal(out.registry.startTime, out.start)
+  assert.equal(typeof out.start, 'number')
+  assert.equal(out.registry.registry, '~/.pi/state/orphan-workers.json')
+
+  // CommonJS output: the store's exports stay own, replaceable properties, and the runtime's calls
+  // go through the replacement (what `vi.spyOn(store, …)` needs; a re-exported binding would be a
+  // getter that cannot be redefined).
+  const cjs = path.join(consumer, 'host-cjs')
+  fs.mkdirSync(cjs)
+  const cjsFiles = writeHostTree(cjs, blocks)
+  const cjsBuild = tscHost(cjs, cjsFiles, { module: 'node16', moduleResolution: 'node16', outDir: 'out', rootDir: '.' })
+  assert.equal(cjsBuild.status, 0, cjsBuild.stdout + cjsBuild.stderr)
+  const spyDriver = `
+    const os = require('node:os'); const fs = require('node:fs'); const path = require('node:path')
+    const dir = './out/pi-adaptative/packages/coding-agent/src/core/process-matrix/'
+    const store = require(dir + 'store.js'); const runtime = require(dir + 'runtime.js')
+    // What tinyspy (vitest's spyOn) does: redefine the own property, keeping its descriptor.
+    function spyOn(obj, name) {
+      const d = Object.getOwnPropertyDescriptor(obj, name)
+      const original = d.get ? d.get() : d.value
+      const spy = (...args) => { spy.calls.push(typeof args[1] === 'string' ? args[1] : args[1].entryId); return original(...args) }
+      spy.calls = []
+      Object.defineProperty(obj, name, d.get ? { ...d, get: () => spy } : { ...d, value: spy })
+      return spy
+    }
+    ;(async () => {
+      const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-host-cjs-'))
+      const spies = ['writeEntry', 'writeEntryIfUnchanged', 'readEntry'].map((n) => spyOn(store, n))
+      const agent = { agentId: 'a', resumeContext: { provider: 'pi', sessionId: 's2', cwd: '/', resourceProfileNames: [], contextPointers: [] } }
+      const beat = await runtime.registerAndBeat(tmp, agent, process.pid)
+      console.log(JSON.stringify({ calls: spies.map((s) => s.calls), heartbeatAt: beat && beat.heartbeatAt }))
+    })().catch((e) => { console.error(e); process.exit(1) })`
+  fs.writeFileSync(path.join(cjs, 'spy.js'), spyDriver)
+  const spied = JSON.parse(sh(process.execPath, ['spy.js'], cjs))
+  assert.deepEqual(spied, { calls: [['master-s2'], ['master-s2'], ['master-s2']], heartbeatAt: '2026-07-19T12:00:30.000Z' })
+})
+
+test('the host models catch a swap that breaks the host build: a liveness block that imports the type the file already has', () => {
+  // The block this README once gave for worktree-sync/store.ts: it imported IntegrationLockOwner
+  // again, next to the file's own `import type` from ./codes.ts (TS2300 in the host's tsc).
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const blocks = new Map(readmeBlocks(readme).map((b) => [b.key, b.body]))
+  blocks.set(
+    'pi-adaptative packages/coding-agent/src/core/worktree-sync/store.ts',
+    'import { defaultIsPidAlive, type IntegrationLockOwner } from "pi-native/liveness";\nexport { defaultIsPidAlive, type IntegrationLockOwner };\n',
+  )
+  const dir = path.join(consumer, 'host-broken')
+  fs.mkdirSync(dir)
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module' }))
+  const r = tscHost(dir, writeHostTree(dir, blocks), { verbatimModuleSyntax: true, noEmit: true })
+  assert.notEqual(r.status, 0)
+  assert.equal((r.stdout.match(/worktree-sync\/store\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'IntegrationLockOwner'/g) ?? []).length, 2, r.stdout)
 })
 
 test('no EBADENGINE on npm install: every non-optional package in the lockfile accepts this Node; the SDK oracle stays 1.6.0 in its own lockfile', () => {

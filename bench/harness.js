@@ -109,13 +109,14 @@ function markdown(results, m) {
   return lines.join('\n')
 }
 
-function write(results) {
+/** Write bench/results/<name>.{json,md} and return the Markdown. */
+function write(results, name = 'latest') {
   const m = machine()
   const dir = path.join(__dirname, 'results')
   fs.mkdirSync(dir, { recursive: true })
-  fs.writeFileSync(path.join(dir, 'latest.json'), `${JSON.stringify({ machine: m, results }, null, 2)}\n`)
+  fs.writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify({ machine: m, results }, null, 2)}\n`)
   const md = markdown(results, m)
-  fs.writeFileSync(path.join(dir, 'latest.md'), `${md}\n`)
+  fs.writeFileSync(path.join(dir, `${name}.md`), `${md}\n`)
   return md
 }
 

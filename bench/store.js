@@ -249,7 +249,7 @@ module.exports = Object.assign(async function store({ compare, native, js }) {
         targetText: '≥ 2.5×',
       }),
     )
-    // Floors (issue 12: a miss must be explained by a measured physical limit). An async call
+    // Floors (a row that misses its target must show a measured physical limit). An async call
     // costs at least one round trip to a thread and back — Node's own fs.promises.stat is that
     // round trip plus one statx — and every call costs at least the kernel time of its syscalls
     // (measured on the native sync path, which makes the same ones).

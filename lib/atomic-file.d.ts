@@ -5,6 +5,12 @@ export interface AtomicFileLockOptions {
   realpath?: boolean
   /** Stale threshold in ms (floored at 2000, proper-lockfile's minimum). */
   stale?: number
+  /**
+   * Native backend, network and FUSE file systems only: how long the machine's file-system
+   * client may cache attributes. Such a lock is judged stale only after it was seen unchanged
+   * for `stale` plus this long. Default: `PI_NATIVE_ATTRIBUTE_CACHE_MS`, else 60000.
+   */
+  attributeCacheMs?: number
 }
 export interface AtomicFileWriteOptions {
   /** File mode for a new file (default 0o666, umask applies). */

@@ -1,5 +1,5 @@
 'use strict'
-// How a CAS `expected` reaches the comparison (issue 12, SPEC B20). One walk over the value,
+// How a CAS `expected` reaches the comparison (SPEC B20). One walk over the value,
 // which runs no user code (Proxies are recognized without touching their traps, properties are
 // read through their descriptors so no getter is called), sorts it into one of three routes:
 // - TEXT: plain JSON data, i.e. exactly the values whose JSON text carries every distinction

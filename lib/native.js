@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
-const { recoveryLimits, lockOptions, atomicMode, sweepMinAge } = require('./contract/options.js')
+const { recoveryLimits, lockOptions, lockEnvironment, atomicMode, sweepMinAge } = require('./contract/options.js')
 const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
@@ -26,6 +26,12 @@ const liveness = createLiveness({
   identity: binding.processIdentity,
   sameProcess: binding.sameProcess,
 })
+
+// Recovery promises are settled through Node's own libuv only where the host is Node: other
+// runtimes (Bun) may export libuv-named functions that are stubs (src/binding/settle.rs).
+binding.settleThroughLibuv(
+  process.release?.name === 'node' && process.versions.bun === undefined && process.versions.deno === undefined,
+)
 
 // L8: lock directories still held when this environment exits (e.g. a withFileLock callback
 // cut short by process.exit) are removed, as proper-lockfile's exit handler does.
@@ -70,6 +76,19 @@ function recoverLastAssistantFromSession(sessionDir, sessionId, options) {
 // ---- process-matrix store and atomic-file --------------------------------------------------------
 
 const durable = () => process.env.PI_NATIVE_FSYNC === '1'
+
+// The lock settings of process.env as last handed to the addon (it starts with both unset).
+let lockFsSeen
+let attributeCacheSeen
+/** Hand PI_NATIVE_LOCK_FS / PI_NATIVE_ATTRIBUTE_CACHE_MS to the addon when they changed. */
+function syncLockEnvironment() {
+  const fsRule = process.env.PI_NATIVE_LOCK_FS
+  const cacheMs = process.env.PI_NATIVE_ATTRIBUTE_CACHE_MS
+  if (fsRule === lockFsSeen && cacheMs === attributeCacheSeen) return
+  binding.setLockEnvironment(...lockEnvironment(fsRule, cacheMs))
+  lockFsSeen = fsRule
+  attributeCacheSeen = cacheMs
+}
 
 const finiteDate = (s) => Number.isFinite(Date.parse(s))
 
@@ -160,6 +179,7 @@ function writeEntry(agentDir, entry) {
       if (serialized.payload === null) throw serialized.error // after mkdir, lock and release (B7)
     }
     const d = durable()
+    syncLockEnvironment()
     return lockedCall((wait) => binding.storeWrite(file, serialized.payload, d, wait)).then(after)
   })
 }
@@ -167,6 +187,7 @@ function writeEntry(agentDir, entry) {
 /** Start an async CAS, handing `expected` over by its route (lib/expected.js). */
 function casStart(file, expected, payload, remove) {
   const r = expectedRoute(expected)
+  syncLockEnvironment()
   if (r.judge) {
     return binding.storeCasJudged(file, payload, remove, durable()).then((s) => s.finish(judge(s, expected)))
   }
@@ -221,6 +242,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
   paths.assertStoreTarget(file)
   const serialized = serialize(next)
   const r = expectedRoute(expected)
+  syncLockEnvironment()
   let matched
   if (r.judge) {
     const s = binding.storeCasJudgedSync(file, serialized.payload, durable())
@@ -236,6 +258,7 @@ function removeEntry(agentDir, entryId) {
   return rejecting(() => {
     const file = entryPath(agentDir, entryId)
     paths.assertStoreTarget(file)
+    syncLockEnvironment()
     return lockedCall((wait) => binding.storeRemove(file, wait))
   })
 }
@@ -291,6 +314,12 @@ function writeFileAtomicSync(filePath, content, options) {
  */
 const realpathAsJs = promisify(fs.realpath)
 
+// Locks held for withFileLock callbacks, strongly referenced until released: a callback whose
+// promise nothing else references (one that can never settle) must keep its lock until the
+// process exits (L8), as proper-lockfile's module-level table keeps it, not lose it when the
+// garbage collector takes the suspended call and its HeldLock with it.
+const callbackLocks = new Set()
+
 /**
  * Run `fn` under the lock. If `fn` fails, its error wins (B15); if it succeeds but the lock was
  * taken over meanwhile (a paused holder judged stale by another process), the call fails with
@@ -301,14 +330,18 @@ async function withFileLock(filePath, fn, options) {
   const o = lockOptions(options, false)
   paths.assertLockTarget(filePath, o.realpath)
   const target = o.realpath ? await realpathAsJs(filePath) : filePath
-  const held = await binding.lockAcquire(target, o.retries, o.stale)
+  syncLockEnvironment()
+  const held = await binding.lockAcquire(target, o.retries, o.stale, o.attributeCacheMs)
+  callbackLocks.add(held)
   let result
   try {
     result = await fn()
   } catch (err) {
+    callbackLocks.delete(held)
     held.release()
     throw err
   }
+  callbackLocks.delete(held)
   if (!held.release()) throw compromisedError()
   return result
 }
@@ -319,7 +352,8 @@ function withFileLockSync(filePath, fn, options) {
   const o = lockOptions(options, true)
   paths.assertLockTarget(filePath, o.realpath)
   const target = o.realpath ? fs.realpathSync(filePath) : filePath
-  const held = binding.lockAcquireSync(target, o.retries, o.stale)
+  syncLockEnvironment()
+  const held = binding.lockAcquireSync(target, o.retries, o.stale, o.attributeCacheMs)
   let result
   try {
     result = fn()

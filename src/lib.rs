@@ -1,11 +1,13 @@
 //! pi-native: the crash-recovery and supervision core of the pi coding-agent hosts as a
 //! Node-API addon. Capability modules are plain Rust, one per capability — `liveness` (PID
 //! probes), `session` (tail-recovery of session files), `store` (process-matrix entries, the
-//! proper-lockfile lock, atomic files), `supervise` (process-exit and folder events) — over shared JS-semantics helpers (`json`, `jsstr`,
-//! `nodepath`, `fserror`); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
+//! proper-lockfile lock, atomic files), `supervise` (process-exit and folder events) — over
+//! shared JS-semantics helpers (`json`, `jsstr`, `nodepath`, `fserror`) and the background
+//! threads (`background`); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
 
 #![deny(clippy::all)]
 
+pub mod background;
 pub mod binding;
 pub mod fserror;
 pub mod json;

@@ -41,20 +41,45 @@ function loopCount(retries) {
  * attempt count `max(1, retries ?? 10) + 1` (B18). proper-lockfile floors `stale` with
  * `Math.max(stale || 0, 2000)` and tests `realpath` for truthiness. `options` itself defaults
  * to `{}` only when undefined (a null throws the engine's TypeError, as the original's does).
- * @returns {{ retries: number, stale: number, realpath: boolean }}
+ * @returns {{ retries: number, stale: number, realpath: boolean, attributeCacheMs: number | undefined }}
  */
 function lockOptions(options = {}, sync) {
+  let o
   if (sync) {
     const retries = Math.max(1, options.retries ?? 10)
     const realpath = Boolean(options.realpath ?? false)
     const stale = Math.max(options.stale || 0, 2000)
-    return { retries, stale, realpath }
+    o = { retries, stale, realpath }
+  } else {
+    const realpath = Boolean(options.realpath ?? false)
+    const stale = Math.max(options.stale || 0, 2000)
+    const retries = loopCount(options.retries ?? 10)
+    o = { retries, stale, realpath }
   }
-  const realpath = Boolean(options.realpath ?? false)
-  const stale = Math.max(options.stale || 0, 2000)
-  const retries = loopCount(options.retries ?? 10)
-  return { retries, stale, realpath }
+  // New, read after the original's: the network rule's attribute-cache bound for this lock
+  // (undefined: PI_NATIVE_ATTRIBUTE_CACHE_MS or its default; not a non-negative number: ignored).
+  const cacheMs = options.attributeCacheMs
+  o.attributeCacheMs = typeof cacheMs === 'number' && cacheMs >= 0 ? cacheMs : undefined
+  return o
 }
+
+/**
+ * The lock settings a host gives through its environment (read at each locking call, SPEC G10):
+ * `PI_NATIVE_LOCK_FS` (`network` or `local` forces that staleness rule; anything else: by the
+ * file system) and `PI_NATIVE_ATTRIBUTE_CACHE_MS` (the network rule's bound for client
+ * attribute caches; default 60000; a value that is not a non-negative number is ignored).
+ * @returns {[number, number]} the rule (0 auto, 1 local, 2 network) and the bound in ms
+ */
+function lockEnvironment(fsRule, cacheMs) {
+  const rule = fsRule === 'local' ? 1 : fsRule === 'network' ? 2 : 0
+  return [rule, attributeCacheMs(cacheMs === undefined || cacheMs.trim() === '' ? undefined : Number(cacheMs))]
+}
+
+/** The network rule's attribute-cache bound: a non-negative number, else the default. */
+function attributeCacheMs(ms) {
+  return typeof ms === 'number' && ms >= 0 ? ms : ATTRIBUTE_CACHE_DEFAULT_MS
+}
+const ATTRIBUTE_CACHE_DEFAULT_MS = 60000
 
 /** `options.mode` read as the original's open argument reads it (once; `options` defaults to {}). */
 function modeOption(options = {}) {
@@ -100,4 +125,4 @@ function sweepMinAge(minAgeMs) {
   return minAgeMs
 }
 
-module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, atomicMode, modeOption, sweepMinAge }
+module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, lockEnvironment, atomicMode, modeOption, sweepMinAge }

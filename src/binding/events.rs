@@ -1,17 +1,18 @@
-//! N-API surface of the supervision events (issue 29): process-exit watches and folder
+//! N-API surface of the supervision events: process-exit watches and folder
 //! watches of the core ([`crate::supervise`]), delivered to the JS thread of the environment
 //! that made them. The contract layer (`lib/contract/events.js`) builds the promises, the
 //! async iterables, the probing fallback and the coalescing over these building blocks.
 //!
 //! Each environment has one thread-safe function per kind, made by `exitWatchStart` /
 //! `dirWatchStart` with the JS function to call (`(id)` for an exit, `(id, name | null)` for a
-//! folder; `null` asks to look again). They start unreferenced: the contract layer references
-//! them (`exitWatchRef`, `dirWatchRef`) while a wait or a watch that keeps the event loop
-//! alive is pending. Watches belong to the environment: its teardown ends them ([`teardown`]).
+//! folder; `null` asks to look again), kept in its instance data ([`super::EnvData`]). They start
+//! unreferenced: the contract layer references them (`exitWatchRef`, `dirWatchRef`) while a
+//! wait or a watch that keeps the event loop alive is pending. Watches belong to the
+//! environment: its teardown ends them ([`teardown`]), and its thread-safe functions go with its
+//! instance data.
 //! The waiter thread settles nothing itself and runs at normal priority, so the lock Node-API
 //! holds across a thread-safe call's wake-up (see `settle.rs`) costs nothing here.
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,9 +20,10 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use super::env_owner;
+use super::env_data;
 use super::failure::{js_error, on_pool};
 use crate::fserror::FsError;
+use crate::platform::{fs::stamp_of, fs_kind};
 use crate::supervise::{self as core, snapshot, ExitWatch, Filter, Notice, Sink};
 
 type ExitFn = ThreadsafeFunction<f64, Unknown<'static>, f64, Status, false, true>;
@@ -29,15 +31,11 @@ type ExitFn = ThreadsafeFunction<f64, Unknown<'static>, f64, Status, false, true
 type DirArgs = FnArgs<(f64, Option<String>)>;
 type DirFn = ThreadsafeFunction<DirArgs, Unknown<'static>, DirArgs, Status, false, true>;
 
-/// This environment's two thread-safe functions (one environment per thread in Node).
+/// An environment's two thread-safe functions, part of its instance data.
 #[derive(Default)]
-struct Delivery {
+pub struct Delivery {
     exit: Option<Arc<ExitFn>>,
     dir: Option<Arc<DirFn>>,
-}
-
-thread_local! {
-    static DELIVERY: RefCell<Delivery> = RefCell::new(Delivery::default());
 }
 
 fn not_started(what: &str) -> Error {
@@ -74,13 +72,13 @@ pub fn exit_watch_mode() -> &'static str {
 /// Set the function this environment's exit notices call with the watch id.
 #[napi(catch_unwind, ts_args_type = "onExit: (id: number) => void")]
 pub fn exit_watch_start(env: &Env, on_exit: Function<f64, Unknown<'static>>) -> Result<()> {
-    env_owner(env)?;
+    let data = env_data(env)?;
     let tsfn: ExitFn = on_exit
         .build_threadsafe_function::<f64>()
         .callee_handled::<false>()
         .weak::<true>()
         .build()?;
-    DELIVERY.with(|d| d.borrow_mut().exit = Some(Arc::new(tsfn)));
+    data.events.exit = Some(Arc::new(tsfn));
     Ok(())
 }
 
@@ -88,9 +86,12 @@ pub fn exit_watch_start(env: &Env, on_exit: Function<f64, Unknown<'static>>) -> 
 /// 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
 #[napi(catch_unwind)]
 pub fn exit_watch_add(env: &Env, pid: i32, start_time_ms: Option<f64>) -> Result<f64> {
-    let owner = env_owner(env)?;
-    let tsfn = DELIVERY
-        .with(|d| d.borrow().exit.clone())
+    let data = env_data(env)?;
+    let owner = data.owner;
+    let tsfn = data
+        .events
+        .exit
+        .clone()
         .ok_or_else(|| not_started("exitWatchAdd"))?;
     let sink: Sink = Arc::new(move |id, notice| {
         if notice == Notice::Exited {
@@ -107,7 +108,7 @@ pub fn exit_watch_add(env: &Env, pid: i32, start_time_ms: Option<f64>) -> Result
 /// Whether this environment's exit notices keep its event loop alive.
 #[napi(catch_unwind)]
 pub fn exit_watch_ref(env: &Env, on: bool) -> Result<()> {
-    match DELIVERY.with(|d| d.borrow().exit.clone()) {
+    match &env_data(env)?.events.exit {
         Some(t) => set_ref(env, t.raw(), on),
         None => Err(not_started("exitWatchRef")),
     }
@@ -131,13 +132,13 @@ pub fn dir_watch_mode() -> &'static str {
     ts_args_type = "onEvent: (id: number, name: string | null) => void"
 )]
 pub fn dir_watch_start(env: &Env, on_event: Function<DirArgs, Unknown<'static>>) -> Result<()> {
-    env_owner(env)?;
+    let data = env_data(env)?;
     let tsfn: DirFn = on_event
         .build_threadsafe_function::<DirArgs>()
         .callee_handled::<false>()
         .weak::<true>()
         .build()?;
-    DELIVERY.with(|d| d.borrow_mut().dir = Some(Arc::new(tsfn)));
+    data.events.dir = Some(Arc::new(tsfn));
     Ok(())
 }
 
@@ -145,9 +146,12 @@ pub fn dir_watch_start(env: &Env, on_event: Function<DirArgs, Unknown<'static>>)
 /// with `child`, for that one name only. The watch id; throws as Node's `fs.watch` does.
 #[napi(catch_unwind)]
 pub fn dir_watch_add(env: &Env, dir: String, child: Option<String>) -> Result<f64> {
-    let owner = env_owner(env)?;
-    let tsfn = DELIVERY
-        .with(|d| d.borrow().dir.clone())
+    let data = env_data(env)?;
+    let owner = data.owner;
+    let tsfn = data
+        .events
+        .dir
+        .clone()
         .ok_or_else(|| not_started("dirWatchAdd"))?;
     let sink: Sink = Arc::new(move |id, notice| {
         let name = match notice {
@@ -173,7 +177,7 @@ pub fn dir_watch_add(env: &Env, dir: String, child: Option<String>) -> Result<f6
 /// Whether this environment's folder notices keep its event loop alive.
 #[napi(catch_unwind)]
 pub fn dir_watch_ref(env: &Env, on: bool) -> Result<()> {
-    match DELIVERY.with(|d| d.borrow().dir.clone()) {
+    match &env_data(env)?.events.dir {
         Some(t) => set_ref(env, t.raw(), on),
         None => Err(not_started("dirWatchRef")),
     }
@@ -232,16 +236,17 @@ fn not_a_directory() -> i32 {
     267 // ERROR_DIRECTORY
 }
 
-/// Whether `dir` is on a network or FUSE file system (its folder watch then also polls);
-/// `null` when that cannot be told.
+/// Whether `dir` is on a network or FUSE file system, where notifications miss other
+/// machines' changes (its folder watch then also polls): the answer the lock protocol uses too
+/// ([`fs_kind::is_remote`]); `null` when `dir` cannot be looked at.
 #[napi(catch_unwind, ts_return_type = "Promise<boolean | null>")]
 pub fn dir_is_remote(env: &Env, dir: String) -> Result<PromiseRaw<'_, Option<bool>>> {
     on_pool(
         env,
         move || {
-            Ok(core::remote::notifications_miss_remote_changes(Path::new(
-                &dir,
-            )))
+            Ok(stamp_of(&dir)
+                .ok()
+                .map(|(dev, _, _)| fs_kind::is_remote(Path::new(&dir), dev)))
         },
         |_, v| Ok(v),
     )
@@ -264,9 +269,9 @@ pub fn supervision_state() -> SupervisionState {
     }
 }
 
-/// The environment `owner` is going away (on its own thread): end its watches and let go of
-/// its thread-safe functions. The waiter stops when they were the last.
+/// The environment `owner` is going away (on its own thread): end its watches, dropping the
+/// sinks that hold its thread-safe functions (Node has closed those; the last references go
+/// with its instance data). The waiter stops when they were the last.
 pub fn teardown(owner: u64) {
     core::cancel_owner(owner);
-    DELIVERY.with(|d| *d.borrow_mut() = Delivery::default());
 }

@@ -62,28 +62,22 @@ impl From<&FsError> for Failure {
     }
 }
 
-/// Per-environment data: the registered error factory.
-struct EnvData {
-    error_factory: FunctionRef<Failure, Unknown<'static>>,
-}
-
 /// Register the function that turns a [`Failure`] into the Error thrown or rejected with
 /// (called once by `lib/native.js` in every environment that loads the addon).
 #[napi(catch_unwind, ts_args_type = "factory: (failure: Failure) => Error")]
 pub fn set_error_factory(env: &Env, factory: Function<Failure, Unknown<'static>>) -> Result<()> {
-    let data = EnvData {
-        error_factory: factory.create_ref()?,
-    };
-    env.set_instance_data(data, (), |_| {})
+    super::env_data(env)?.error_factory = Some(factory.create_ref()?);
+    Ok(())
 }
 
 /// The JS error for `e`, built by the environment's factory (a plain Error if none is set).
 pub fn js_error(env: &Env, e: &FsError) -> Error {
     let built = env
-        .get_instance_data::<EnvData>()
+        .get_instance_data::<super::EnvData>()
         .ok()
         .flatten()
-        .and_then(|d| d.error_factory.borrow_back(env).ok())
+        .and_then(|d| d.error_factory.as_ref())
+        .and_then(|f| f.borrow_back(env).ok())
         .and_then(|f| f.call(Failure::from(e)).ok());
     match built {
         Some(value) => Error::from(value),

@@ -9,8 +9,8 @@ use napi::bindgen_prelude::*;
 use napi::JsDeferred;
 use napi_derive::napi;
 
-use super::background::{Deadlines, DueKey, Pool};
 use super::settle::{Outbox, Ticket};
+use crate::background::{Deadlines, DueKey, Pool};
 use crate::session::{self as core, Recovered};
 
 /// Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`).
@@ -128,6 +128,33 @@ pub fn recovery_calls_pending() -> u32 {
 #[napi(catch_unwind)]
 pub fn recovery_settles_through_outbox(env: &Env) -> bool {
     Outbox::here(env).is_some()
+}
+
+/// Tell the addon whether the host runtime is Node (lib/native.js decides from `process.release`
+/// and `process.versions`): only then are recovery promises settled through Node's libuv
+/// (`src/binding/settle.rs`). Other runtimes may export libuv-named functions that do not work.
+#[napi(catch_unwind)]
+pub fn settle_through_libuv(node: bool) {
+    super::settle::use_libuv(node);
+}
+
+/// Diagnostic: a promise of the recovery outbox whose settling side ends without an answer (as
+/// after a panic): it must reject, and its process must still exit on its own. Resolves `true`
+/// where there is no outbox (nothing to check).
+#[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
+pub fn outbox_unsettled_probe<'e>(env: &'e Env) -> Result<Object<'e>> {
+    match Outbox::here(env).and_then(|o| o.promise()) {
+        Some((value, ticket)) => {
+            std::thread::spawn(move || drop(ticket));
+            Ok(Object::from_raw(env.raw(), value))
+        }
+        None => {
+            let (deferred, object) =
+                env.create_deferred::<bool, Box<dyn FnOnce(Env) -> Result<bool>>>()?;
+            deferred.resolve(Box::new(|_| Ok(true)));
+            Ok(object)
+        }
+    }
 }
 
 /// Building block of `recoverLastAssistantFromSession`: list, read and parse off the JS thread

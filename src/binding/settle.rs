@@ -14,14 +14,16 @@
 //! lock-free; the JS thread takes the whole stack in its libuv callback and resolves the raw
 //! promises there, inside a callback scope (so their reactions run at once). One libuv async
 //! handle per environment, referenced only while a promise of this module is pending, closed by
-//! an async cleanup hook at teardown. Where the libuv functions cannot be found in the host
-//! process (not Node), [`Outbox::here`] answers None and callers use `JsDeferred`.
+//! an async cleanup hook at teardown. Only where the JS layer says the host is Node
+//! ([`use_libuv`]; other runtimes, such as Bun, may export libuv-named functions that do not
+//! work) and the libuv functions can be found in the host process; elsewhere [`Outbox::here`]
+//! answers None and callers use `JsDeferred`.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ptr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use napi::bindgen_prelude::ToNapiValue;
@@ -103,11 +105,21 @@ struct Deferred(sys::napi_deferred);
 // SAFETY: the pointer is only dereferenced (by Node-API) on the environment's thread.
 unsafe impl Send for Deferred {}
 
+/// Whether the host is Node, whose libuv the outbox may use: set by the JS layer at load from
+/// `process.release` and `process.versions` (lib/native.js). Off until then.
+static USE_LIBUV: AtomicBool = AtomicBool::new(false);
+
+/// The JS layer's word on whether the host is Node (see [`USE_LIBUV`]).
+pub fn use_libuv(node: bool) {
+    USE_LIBUV.store(node, Ordering::Relaxed);
+}
+
 /// A settled promise on its way to the JS thread.
 struct Settled {
     deferred: Deferred,
-    /// Builds the resolution value on the JS thread.
+    /// Builds the value on the JS thread: the resolution, or with `reject` the rejection.
     value: Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>,
+    reject: bool,
 }
 
 /// A node of the stack (`next` toward older ones).
@@ -147,8 +159,29 @@ impl Shared {
         }
     }
 
+    /// Push `item`, then wake the JS thread (unless the handle is closed: teardown).
+    ///
+    /// The wake-up is a store-buffering pattern: this thread stores the head, then `uv_async_send`
+    /// loads the handle's pending flag (a relaxed load in libuv's fast path) and sends nothing if
+    /// it is still set; the JS thread clears that flag, then loads the head ([`Self::take_all`]).
+    /// Each side needs its store ordered before its load, or both can miss (the push unseen,
+    /// the send skipped) — allowed on arm64 and by x86's store buffer alike. The two SeqCst
+    /// fences, here and in `take_all`, give exactly that.
+    fn settle(&self, item: Settled) {
+        self.push(item);
+        fence(Ordering::SeqCst);
+        let handle = self.handle.read().unwrap_or_else(|e| e.into_inner());
+        if *handle != 0 {
+            // SAFETY: the handle is open while the read lock is held: teardown clears it under
+            // the write lock before closing it (so teardown may wait for this send to return).
+            unsafe { (self.uv.async_send)(*handle as *mut c_void) };
+        }
+    }
+
     /// Everything pushed so far, oldest first (wait-free: one swap).
     fn take_all(&self) -> Vec<Settled> {
+        // Paired with the fence in `settle`: libuv cleared the pending flag before this runs.
+        fence(Ordering::SeqCst);
         let mut p = self.head.swap(ptr::null_mut(), Ordering::Acquire);
         let mut items = Vec::new();
         while !p.is_null() {
@@ -168,27 +201,64 @@ impl Drop for Shared {
     }
 }
 
-/// A pending promise, settled from any thread by [`Ticket::resolve`]; dropped unsettled, its
-/// promise stays pending (as at teardown, when the promise went with the environment).
+/// A pending promise, settled from any thread by [`Ticket::resolve`]. Dropped unsettled (a
+/// panic after the promise was taken), it rejects the promise, so that the handle does not
+/// hold the event loop for an answer that will never come.
 pub struct Ticket {
-    deferred: Deferred,
+    deferred: Option<Deferred>,
     shared: Arc<Shared>,
 }
 
 impl Ticket {
     /// Resolve with the value `value` builds on the JS thread.
-    pub fn resolve<V: ToNapiValue + Send + 'static>(self, value: V) {
-        self.shared.push(Settled {
-            deferred: self.deferred,
-            // SAFETY: called on the environment's thread, inside a handle scope (`serve`).
+    pub fn resolve<V: ToNapiValue + Send + 'static>(mut self, value: V) {
+        let Some(deferred) = self.deferred.take() else {
+            return;
+        };
+        self.shared.settle(Settled {
+            deferred,
+            // SAFETY: called on the environment's thread, inside a handle scope (`drain`).
             value: Box::new(move |env| unsafe { V::to_napi_value(env, value) }),
+            reject: false,
         });
-        let handle = self.shared.handle.read().unwrap_or_else(|e| e.into_inner());
-        if *handle != 0 {
-            // SAFETY: the handle is open while the read lock is held: teardown clears it under
-            // the write lock before closing it.
-            unsafe { (self.shared.uv.async_send)(*handle as *mut c_void) };
-        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let Some(deferred) = self.deferred.take() else {
+            return;
+        };
+        self.shared.settle(Settled {
+            deferred,
+            value: Box::new(|env| {
+                let mut code = ptr::null_mut();
+                let mut msg = ptr::null_mut();
+                let mut err = ptr::null_mut();
+                let (c, m) = (
+                    "ERR_PI_NATIVE_UNSETTLED",
+                    "pi-native: the operation ended without an answer",
+                );
+                // SAFETY: Node-API calls on the environment's thread (`drain`).
+                unsafe {
+                    sys::napi_create_string_utf8(
+                        env,
+                        c.as_ptr().cast(),
+                        c.len() as isize,
+                        &mut code,
+                    );
+                    sys::napi_create_string_utf8(
+                        env,
+                        m.as_ptr().cast(),
+                        m.len() as isize,
+                        &mut msg,
+                    );
+                    sys::napi_create_error(env, code, msg, &mut err);
+                }
+                Ok(err)
+            }),
+            reject: true,
+        });
     }
 }
 
@@ -204,23 +274,58 @@ pub struct Outbox {
     hook: Cell<sys::napi_async_cleanup_hook_handle>,
 }
 
+/// This thread's outbox (Node runs one environment per thread), or why it has none.
+enum Slot {
+    Untried,
+    Made(Rc<Outbox>),
+    /// Making it failed for this thread's environment: not tried again until that environment
+    /// is torn down ([`forget_environment`]).
+    Unavailable,
+}
+
 thread_local! {
-    /// The outbox of the environment on this thread (one environment per thread in Node).
-    static OUTBOX: RefCell<Option<Rc<Outbox>>> = const { RefCell::new(None) };
+    static OUTBOX: RefCell<Slot> = const { RefCell::new(Slot::Untried) };
+}
+
+/// At the teardown of this thread's environment: a failure to make its outbox is forgotten, so
+/// an environment made later on this thread tries afresh (a made outbox closes itself, by its
+/// own cleanup hook).
+pub fn forget_environment() {
+    OUTBOX.with(|o| {
+        let mut o = o.borrow_mut();
+        if matches!(*o, Slot::Unavailable) {
+            *o = Slot::Untried;
+        }
+    });
 }
 
 impl Outbox {
-    /// This environment's outbox, made on first use; None where it cannot be (the host has no
-    /// libuv to find, or a Node-API call failed).
+    /// This environment's outbox, made on first use; None where it cannot be (the host is not
+    /// Node, has no libuv to find, or a Node-API call failed).
     pub fn here(env: &napi::Env) -> Option<Rc<Outbox>> {
-        let env = env.raw();
-        if let Some(o) = OUTBOX.with(|o| o.borrow().clone()) {
-            return (o.env == env).then_some(o);
+        if !USE_LIBUV.load(Ordering::Relaxed) {
+            return None;
+        }
+        // The environment's teardown hook, which forgets a failure here, exists from now on.
+        super::env_owner(env).ok()?;
+        let raw = env.raw();
+        let known = OUTBOX.with(|o| match &*o.borrow() {
+            Slot::Made(o) => Some((o.env == raw).then(|| Rc::clone(o))),
+            Slot::Unavailable => Some(None),
+            Slot::Untried => None,
+        });
+        if let Some(known) = known {
+            return known;
         }
         // SAFETY: on the environment's thread, inside a call from JS.
-        let made = unsafe { Self::make(env) }?;
-        OUTBOX.with(|o| *o.borrow_mut() = Some(Rc::clone(&made)));
-        Some(made)
+        let made = unsafe { Self::make(raw) };
+        OUTBOX.with(|o| {
+            *o.borrow_mut() = match &made {
+                Some(m) => Slot::Made(Rc::clone(m)),
+                None => Slot::Unavailable,
+            }
+        });
+        made
     }
 
     /// # Safety
@@ -254,14 +359,25 @@ impl Outbox {
                     1,
                     &mut resource_ref,
                 ))
-                || !ok(sys::napi_async_init(env, resource, name, &mut context))
             {
+                return None;
+            }
+            // What a failure from here on must give back (nothing is left behind).
+            let undo = |context: sys::napi_async_context| {
+                if !context.is_null() {
+                    sys::napi_async_destroy(env, context);
+                }
+                sys::napi_delete_reference(env, resource_ref);
+            };
+            if !ok(sys::napi_async_init(env, resource, name, &mut context)) {
+                undo(ptr::null_mut());
                 return None;
             }
             let handle =
                 Box::into_raw(vec![0u64; handle_words(uv)].into_boxed_slice()) as *mut c_void;
             if (uv.async_init)(event_loop.cast(), handle, serve) != 0 {
                 free_handle(uv, handle);
+                undo(context);
                 return None;
             }
             // Nothing pending yet: the handle must not keep the loop alive.
@@ -289,6 +405,7 @@ impl Outbox {
             )) {
                 // Without a way to close it at teardown the handle would outlive the loop.
                 close(&outbox);
+                undo(context);
                 return None;
             }
             outbox.hook.set(hook);
@@ -312,7 +429,7 @@ impl Outbox {
         Some((
             promise,
             Ticket {
-                deferred: Deferred(deferred),
+                deferred: Some(Deferred(deferred)),
                 shared: Arc::clone(&self.shared),
             },
         ))
@@ -353,7 +470,11 @@ impl Outbox {
                         null
                     }
                 };
-                sys::napi_resolve_deferred(env, item.deferred.0, value);
+                if item.reject {
+                    sys::napi_reject_deferred(env, item.deferred.0, value);
+                } else {
+                    sys::napi_resolve_deferred(env, item.deferred.0, value);
+                }
             }
             if in_callback {
                 sys::napi_close_callback_scope(env, callback_scope);
@@ -375,7 +496,10 @@ impl Outbox {
 
 /// The async handle's callback: serve this thread's outbox.
 unsafe extern "C" fn serve(_handle: *mut c_void) {
-    let outbox = OUTBOX.with(|o| o.borrow().clone());
+    let outbox = OUTBOX.with(|o| match &*o.borrow() {
+        Slot::Made(o) => Some(Rc::clone(o)),
+        _ => None,
+    });
     if let Some(outbox) = outbox {
         outbox.drain();
     }
@@ -383,7 +507,12 @@ unsafe extern "C" fn serve(_handle: *mut c_void) {
 
 /// Async cleanup hook of the environment: stop settles, close the handle, let the outbox go.
 unsafe extern "C" fn teardown(_hook: sys::napi_async_cleanup_hook_handle, _arg: *mut c_void) {
-    let outbox = OUTBOX.with(|o| o.borrow_mut().take());
+    let outbox = OUTBOX.with(
+        |o| match std::mem::replace(&mut *o.borrow_mut(), Slot::Untried) {
+            Slot::Made(o) => Some(o),
+            _ => None,
+        },
+    );
     if let Some(outbox) = outbox {
         // SAFETY: the environment is still alive while its cleanup hooks run.
         unsafe {

@@ -12,7 +12,7 @@ use napi_derive::napi;
 use super::expected::{expected_timestamps, to_exp, Js};
 use super::failure::{js_error, off_thread, on_pool, run};
 use crate::store::entry::Expected;
-use crate::store::lock::{self, HolderKind, LockGuard, LockOptions, Retry};
+use crate::store::lock::{self, FsRule, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
 
 use super::env_owner as owner;
@@ -25,11 +25,46 @@ fn utf16_list(v: Vec<Vec<u16>>) -> Vec<Utf16String> {
 
 // ---- store operations (building blocks) -------------------------------------------------------
 
+/// `base` for the calling environment: owned by it, with the lock settings its `process.env`
+/// asked for ([`set_lock_environment`]).
+fn for_env(env: &Env, base: LockOptions) -> Result<LockOptions> {
+    let d = super::env_data(env)?;
+    Ok(LockOptions {
+        owner: d.owner,
+        fs: d.lock_fs,
+        attribute_cache_ms: d.attribute_cache_ms,
+        ..base
+    })
+}
+
 /// The lock policy of an async store operation (B17), owned by the calling environment.
 fn store_lock(env: &Env) -> Result<LockOptions> {
-    let mut lock = LockOptions::store_async();
-    lock.owner = owner(env)?;
-    Ok(lock)
+    for_env(env, LockOptions::store_async())
+}
+
+/// The lock settings of this environment, as lib/native.js read them from `process.env` at a
+/// locking call (SPEC G10): `fs` 0 = by the file system, 1 = local rule, 2 = network rule
+/// (`PI_NATIVE_LOCK_FS`); the attribute-cache bound of the network rule in ms
+/// (`PI_NATIVE_ATTRIBUTE_CACHE_MS`).
+#[napi(catch_unwind)]
+pub fn set_lock_environment(env: &Env, fs: u32, attribute_cache_ms: f64) -> Result<()> {
+    let d = super::env_data(env)?;
+    d.lock_fs = match fs {
+        1 => FsRule::Local,
+        2 => FsRule::Network,
+        _ => FsRule::Auto,
+    };
+    d.attribute_cache_ms = cache_ms(attribute_cache_ms);
+    Ok(())
+}
+
+/// A bound in ms from JS: NaN, negative or absent values were refused there; clamp the rest.
+fn cache_ms(ms: f64) -> u64 {
+    if ms.is_finite() && ms >= 0.0 {
+        ms.min(1e12) as u64
+    } else {
+        lock::DEFAULT_ATTRIBUTE_CACHE_MS
+    }
 }
 
 fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
@@ -41,9 +76,10 @@ fn store_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
 
 /// Options of a sync store operation (the sync CAS: 2 attempts, on the calling thread).
 fn store_sync_opts(env: &Env, durable: bool) -> Result<WriteOptions> {
-    let mut lock = LockOptions::store_sync();
-    lock.owner = owner(env)?;
-    Ok(WriteOptions { lock, durable })
+    Ok(WriteOptions {
+        lock: for_env(env, LockOptions::store_sync())?,
+        durable,
+    })
 }
 
 /// An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite).
@@ -540,30 +576,38 @@ fn callback_lock_options(
     env: &Env,
     retries: Option<f64>,
     stale: Option<f64>,
+    attribute_cache_ms: Option<f64>,
     sync: bool,
 ) -> Result<LockOptions> {
     let retries = retries
         .filter(|r| r.is_finite() && *r >= 0.0)
         .map_or(10, |r| r.min(1e6) as u32);
-    Ok(LockOptions {
-        retry: if sync {
-            Retry::Sync { retries }
-        } else {
-            Retry::Async { retries }
+    let mut opts = for_env(
+        env,
+        LockOptions {
+            retry: if sync {
+                Retry::Sync { retries }
+            } else {
+                Retry::Async { retries }
+            },
+            stale_ms: lock::normalize_stale(stale),
+            kind: HolderKind::Callback,
+            // B17a's mkdir of the parent happens before (lib/native.js), with its own errors.
+            create_parent: false,
+            js_verdict: false,
+            ..LockOptions::store_async()
         },
-        stale_ms: lock::normalize_stale(stale),
-        kind: HolderKind::Callback,
-        owner: owner(env)?,
-        // B17a's mkdir of the parent happens before (lib/native.js), with its own errors.
-        create_parent: false,
-        js_verdict: false,
-    })
+    )?;
+    if let Some(ms) = attribute_cache_ms {
+        opts.attribute_cache_ms = cache_ms(ms);
+    }
+    Ok(opts)
 }
 
 /// withFileLock core: acquire (off the JS thread), resolving the held lock or the error.
 #[napi(
     catch_unwind,
-    ts_args_type = "filePath: string, retries?: number, stale?: number",
+    ts_args_type = "filePath: string, retries?: number, stale?: number, attributeCacheMs?: number",
     ts_return_type = "Promise<HeldLock>"
 )]
 pub fn lock_acquire<'e>(
@@ -571,8 +615,9 @@ pub fn lock_acquire<'e>(
     file: String,
     retries: Option<f64>,
     stale: Option<f64>,
+    attribute_cache_ms: Option<f64>,
 ) -> Result<PromiseRaw<'e, HeldLock>> {
-    let opts = callback_lock_options(env, retries, stale, false)?;
+    let opts = callback_lock_options(env, retries, stale, attribute_cache_ms, false)?;
     let in_flight = lock::InFlight::start(&file);
     run(
         env,
@@ -587,15 +632,16 @@ pub fn lock_acquire<'e>(
 /// withFileLockSync core: acquire on this thread (blocking sleeps between attempts).
 #[napi(
     catch_unwind,
-    ts_args_type = "filePath: string, retries?: number, stale?: number"
+    ts_args_type = "filePath: string, retries?: number, stale?: number, attributeCacheMs?: number"
 )]
 pub fn lock_acquire_sync(
     env: &Env,
     file: String,
     retries: Option<f64>,
     stale: Option<f64>,
+    attribute_cache_ms: Option<f64>,
 ) -> Result<HeldLock> {
-    let opts = callback_lock_options(env, retries, stale, true)?;
+    let opts = callback_lock_options(env, retries, stale, attribute_cache_ms, true)?;
     match lock::acquire(&file, opts) {
         Ok(g) => Ok(HeldLock { guard: Some(g) }),
         Err(e) => Err(js_error(env, &e)),
@@ -608,6 +654,13 @@ pub fn lock_acquire_sync(
 pub fn release_locks_at_exit(env: &Env) -> Result<()> {
     lock::release_callback_locks(owner(env)?);
     Ok(())
+}
+
+/// Diagnostic: folders this process watches right now for lock removals (only while some
+/// acquisition waits for a lock in them; one inotify instance serves them all on Linux).
+#[napi(catch_unwind)]
+pub fn lock_watched_folders() -> u32 {
+    crate::store::lock_watch::watched() as u32
 }
 
 /// Diagnostic: lock acquisition attempts this process made early because the held lock's

@@ -2,8 +2,10 @@
 
 use std::ffi::CString;
 use std::fs::{File, Metadata, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::fserror::FsError;
 
@@ -38,18 +40,172 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
 }
 
-/// (device, inode) of a file: which directory a lock path currently names.
-pub fn file_id(_path: &str, meta: &Metadata) -> (u64, u64) {
-    (meta.dev(), meta.ino())
+/// A directory's identity and modification time: (device, inode, mtime in nanoseconds).
+pub type Stamp = (u64, u64, i128);
+
+fn stamp(meta: &Metadata) -> Stamp {
+    (meta.dev(), meta.ino(), mtime_ns(meta))
 }
 
-/// Set a path's access and modification times to now (proper-lockfile's `utimes` refresh).
-pub fn touch_now(path: &str) -> bool {
-    let Ok(c) = CString::new(std::path::Path::new(path).as_os_str().as_bytes()) else {
-        return false;
+/// The stamp of what `path` names (following symbolic links, as Node's `fs.stat`).
+pub fn stamp_of(path: &str) -> std::io::Result<Stamp> {
+    std::fs::metadata(path).map(|m| stamp(&m))
+}
+
+/// The stamp of what `path` names, asked of the file server where the file system caches
+/// attributes: Linux's `statx(AT_STATX_FORCE_SYNC)`, honoured by NFS, CIFS and FUSE (a FUSE
+/// daemon may still answer from a cache of its own, as sshfs does). Elsewhere a plain `stat`.
+pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
+    #[cfg(target_os = "linux")]
+    {
+        let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
+        // SAFETY: statx is plain old data; all-zero is a valid value for it.
+        let mut x: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: c is a valid NUL-terminated path and x writable for the call.
+        let rc = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_STATX_FORCE_SYNC,
+                libc::STATX_BASIC_STATS,
+                &mut x,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
+        let mtime = x.stx_mtime.tv_sec as i128 * 1_000_000_000 + x.stx_mtime.tv_nsec as i128;
+        Ok((dev, x.stx_ino, mtime))
+    }
+    #[cfg(not(target_os = "linux"))]
+    stamp_of(path)
+}
+
+/// What [`touch_dir_if`] did.
+#[derive(Debug)]
+pub enum Touched {
+    /// The directory was ours and got its new times: its stamp now.
+    Done(Stamp),
+    /// `path` does not name the directory `ours` recognised (gone, replaced, or not ours
+    /// before the touch); nothing of anybody else's was touched.
+    NotOurs,
+    /// The file system failed (the caller decides whether that can be waited out).
+    Failed(std::io::Error),
+}
+
+/// Set the access and modification times of the directory at `path` to `to` (None: now), only
+/// if it is the directory `ours` recognises by its stamp. The times are set through a
+/// descriptor of the very directory that was checked (`O_DIRECTORY|O_NOFOLLOW`, `fstat`,
+/// `futimens`), so a call that stalls between its check and its touch can only touch that
+/// directory, never one that replaced it meanwhile (SPEC L10e); afterwards `path` must still
+/// name it. Where the directory cannot be opened for reading (a umask without the owner's
+/// read bit), the check and the touch go by path, as before.
+pub fn touch_dir_if(
+    path: &str,
+    mut ours: impl FnMut(Stamp) -> bool,
+    to: Option<SystemTime>,
+) -> Touched {
+    let times = match to {
+        None => {
+            [libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_NOW,
+            }; 2]
+        }
+        Some(t) => {
+            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            [libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as _,
+            }; 2]
+        }
     };
-    // SAFETY: c is a valid NUL-terminated path; a null times pointer means "now" for both.
-    unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), std::ptr::null(), 0) == 0 }
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path);
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return Touched::NotOurs,
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return touch_path_if(path, ours, &times)
+        }
+        Err(e) => return Touched::Failed(e),
+    };
+    let before = match dir.metadata() {
+        Ok(m) => stamp(&m),
+        Err(e) => return Touched::Failed(e),
+    };
+    if !ours(before) {
+        return Touched::NotOurs;
+    }
+    // SAFETY: the descriptor is open for the call; times is a two-element timespec array.
+    if unsafe { libc::futimens(dir.as_raw_fd(), times.as_ptr()) } != 0 {
+        return Touched::Failed(std::io::Error::last_os_error());
+    }
+    let after = match dir.metadata() {
+        Ok(m) => stamp(&m),
+        Err(e) => return Touched::Failed(e),
+    };
+    drop(dir);
+    // Replaced while we touched: our touch landed on our own (removed) directory.
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if (m.dev(), m.ino()) == (after.0, after.1) => Touched::Done(after),
+        Ok(_) => Touched::NotOurs,
+        Err(e) if gone(&e) => Touched::NotOurs,
+        Err(e) => Touched::Failed(e),
+    }
+}
+
+/// The check and the touch by path: a stall between the two can touch a replacement.
+fn touch_path_if(
+    path: &str,
+    mut ours: impl FnMut(Stamp) -> bool,
+    times: &[libc::timespec; 2],
+) -> Touched {
+    match stamp_of(path) {
+        Ok(s) if ours(s) => {}
+        Ok(_) => return Touched::NotOurs,
+        Err(e) if gone(&e) => return Touched::NotOurs,
+        Err(e) => return Touched::Failed(e),
+    }
+    let Ok(c) = CString::new(std::path::Path::new(path).as_os_str().as_bytes()) else {
+        return Touched::NotOurs;
+    };
+    // SAFETY: c is a valid NUL-terminated path; times a two-element timespec array.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) } != 0 {
+        return Touched::Failed(std::io::Error::last_os_error());
+    }
+    match stamp_of(path) {
+        Ok(s) => Touched::Done(s),
+        Err(e) if gone(&e) => Touched::NotOurs,
+        Err(e) => Touched::Failed(e),
+    }
+}
+
+/// Set the times of `path` to `to` (proper-lockfile's precision probe, on a directory just
+/// made and so certainly ours).
+pub fn set_times(path: &str, to: SystemTime) -> std::io::Result<()> {
+    let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
+    let d = to.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let t = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as _,
+    };
+    // SAFETY: c is a valid NUL-terminated path; the array has the two timespecs utimensat reads.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The path (or one of its folders) is not there, or no longer a directory.
+fn gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+    )
 }
 
 /// B18: which failed synchronous lock attempts are retried (POSIX: contention only).

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_READONLY,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_WRITE_ATTRIBUTES,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_READ_ATTRIBUTES,
+    FILE_WRITE_ATTRIBUTES,
 };
 
 use crate::fserror::{os_error, FsError};
@@ -112,41 +113,102 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     sec as i128 * 1_000_000_000 + nsec as i128
 }
 
-/// (volume serial number, file index) of a file or directory — the Windows counterpart of
-/// (device, inode); (0, 0) when it cannot be opened (the caller then compares mtimes only).
-pub fn file_id(path: &str, _meta: &Metadata) -> (u64, u64) {
-    let Ok(f) = OpenOptions::new()
-        .access_mode(0)
-        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+/// A directory's identity and modification time: (volume serial number, file index, last-write
+/// time in nanoseconds since the epoch), the Windows counterpart of (device, inode, mtime).
+pub type Stamp = (u64, u64, i128);
+
+/// Open a directory (or file) for its attributes, without following a final reparse point,
+/// sharing read, write and delete (std's default) so a taker's removal is never refused.
+fn open_attributes(path: &str, access: u32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .access_mode(access)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
         .open(path)
-    else {
-        return (0, 0);
-    };
+}
+
+/// The stamp of an open handle.
+fn handle_stamp(f: &File) -> std::io::Result<Stamp> {
     // SAFETY: all-zero is a valid BY_HANDLE_FILE_INFORMATION.
     let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
     // SAFETY: the handle is open for the call's duration; info is writable.
-    let ok = unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) };
-    if ok == 0 {
-        return (0, 0);
+    if unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) } == 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    (
+    let ft = ((info.ftLastWriteTime.dwHighDateTime as u64) << 32)
+        | info.ftLastWriteTime.dwLowDateTime as u64;
+    let (sec, nsec) = filetime_to_unix(ft);
+    Ok((
         info.dwVolumeSerialNumber as u64,
         ((info.nFileIndexHigh as u64) << 32) | info.nFileIndexLow as u64,
-    )
+        sec as i128 * 1_000_000_000 + nsec as i128,
+    ))
 }
 
-/// Set a file's or directory's access and modification times to now.
-pub fn touch_now(path: &str) -> bool {
-    let Ok(f) = OpenOptions::new()
-        .access_mode(FILE_WRITE_ATTRIBUTES)
-        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
-        .open(path)
-    else {
-        return false;
+/// The stamp of what `path` names.
+pub fn stamp_of(path: &str) -> std::io::Result<Stamp> {
+    handle_stamp(&open_attributes(path, FILE_READ_ATTRIBUTES)?)
+}
+
+/// Windows has no client attribute cache to bypass: the same as [`stamp_of`].
+pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
+    stamp_of(path)
+}
+
+/// What [`touch_dir_if`] did.
+#[derive(Debug)]
+pub enum Touched {
+    /// The directory was ours and got its new times: its stamp now.
+    Done(Stamp),
+    /// `path` does not name the directory `ours` recognised; nothing else was touched.
+    NotOurs,
+    /// The file system failed (the caller decides whether that can be waited out).
+    Failed(std::io::Error),
+}
+
+/// Set the times of the directory at `path` to `to` (None: now), only if it is the directory
+/// `ours` recognises: checked and touched through one handle, so a stall between the two can
+/// only touch that directory (SPEC L10e); afterwards `path` must still name it.
+pub fn touch_dir_if(
+    path: &str,
+    mut ours: impl FnMut(Stamp) -> bool,
+    to: Option<SystemTime>,
+) -> Touched {
+    let dir = match open_attributes(path, FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES) {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return Touched::NotOurs,
+        Err(e) => return Touched::Failed(e),
     };
-    let now = SystemTime::now();
-    f.set_times(FileTimes::new().set_accessed(now).set_modified(now))
-        .is_ok()
+    match handle_stamp(&dir) {
+        Ok(s) if ours(s) => {}
+        Ok(_) => return Touched::NotOurs,
+        Err(e) => return Touched::Failed(e),
+    }
+    let t = to.unwrap_or_else(SystemTime::now);
+    if let Err(e) = dir.set_times(FileTimes::new().set_accessed(t).set_modified(t)) {
+        return Touched::Failed(e);
+    }
+    let after = match handle_stamp(&dir) {
+        Ok(s) => s,
+        Err(e) => return Touched::Failed(e),
+    };
+    drop(dir);
+    match stamp_of(path) {
+        Ok(s) if (s.0, s.1) == (after.0, after.1) => Touched::Done(after),
+        Ok(_) => Touched::NotOurs,
+        Err(e) if gone(&e) => Touched::NotOurs,
+        Err(e) => Touched::Failed(e),
+    }
+}
+
+/// Set the times of `path` to `to` (the precision probe, on a directory just made).
+pub fn set_times(path: &str, to: SystemTime) -> std::io::Result<()> {
+    open_attributes(path, FILE_WRITE_ATTRIBUTES)?
+        .set_times(FileTimes::new().set_accessed(to).set_modified(to))
+}
+
+/// The path is not there (or not any more), or is being deleted.
+fn gone(e: &std::io::Error) -> bool {
+    matches!(os_error(e).0, "ENOENT" | "ENOTDIR" | "EPERM")
 }
 
 /// B18 on win32: EPERM from the lock `mkdir` (a directory being deleted) counts as contention.

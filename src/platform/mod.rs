@@ -1,7 +1,8 @@
 //! Operating-system primitives whose implementation differs per platform, behind one API so
 //! the capability modules stay platform-neutral: [`fs`] (create modes, atomic rename, file
-//! identity, timestamps, positioned reads) and [`read_now`] (reads and lookups the JS thread may
-//! make because the kernel refuses instead of waiting), with [`read_sized`], the sized read both make.
+//! identity, timestamps, positioned reads), [`fs_kind`] (local, or network/FUSE) and
+//! [`read_now`] (reads and lookups the JS thread may make because the kernel refuses instead of
+//! waiting), with [`read_sized`], the sized read both make.
 
 #[cfg(unix)]
 #[path = "fs_unix.rs"]
@@ -32,6 +33,8 @@ pub fn read_sized(
     bytes.truncate(got);
     Ok(bytes)
 }
+
+pub mod fs_kind;
 
 #[cfg(target_os = "linux")]
 #[path = "read_now_linux.rs"]

@@ -6,8 +6,18 @@
 //! On top of the protocol, an in-process table of held locks lets operations of this process
 //! queue for each other (woken on release instead of sleeping blindly), lets a synchronous CAS
 //! in an exit hook wait for this process's in-flight native holder (W-B6), releases only locks
-//! this process still owns (W-B4), refreshes from a helper thread so synchronous holders are
-//! protected too (W-B5), and removes held lock directories at process exit (L10h).
+//! this process still owns (W-B4), and refreshes from helper threads so synchronous holders are
+//! protected too (W-B5). Held lock directories are removed when their JS environment goes:
+//! those held for JS callbacks at its `exit` event (L8), all others at its teardown (L10h).
+//!
+//! Network and FUSE file systems (NFS, SMB, sshfs, …; [`crate::platform::fs_kind`]): a client
+//! may answer `stat` from an attribute cache seconds old, so a lock's mtime says little about
+//! when its holder last refreshed it. There a lock is judged stale only once this process has
+//! seen it unchanged for longer than the stale threshold plus a bound for attribute caches
+//! ([`LockOptions::attribute_cache_ms`]; SPEC L10b allows any longer threshold), and a holder
+//! that went longer than the stale threshold without a successful refresh counts its lock as
+//! lost (ECOMPROMISED) instead of trusting a cache. COMPATIBILITY.md, "Shared agentDir across
+//! machines", says what is and is not exclusive there.
 
 use std::collections::HashSet;
 use std::collections::{HashMap, VecDeque};
@@ -22,6 +32,20 @@ use crate::platform;
 pub const MIN_STALE_MS: u64 = 2000;
 /// Refresh period while held (L4: stale / 2, clamped to at least 1000 ms).
 const UPDATE_MS: u64 = 1000;
+/// The default bound for client attribute caches on network and FUSE file systems: NFS caches
+/// directory attributes for up to 60 s (`acdirmax`), sshfs for 20 s, SMB clients for 1–10 s.
+pub const DEFAULT_ATTRIBUTE_CACHE_MS: u64 = 60_000;
+
+/// Which staleness rule a lock follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsRule {
+    /// By the file system the lock's folder is on ([`crate::platform::fs_kind`]).
+    Auto,
+    /// The local rule: stale when the mtime is older than the threshold.
+    Local,
+    /// The network rule, whatever the file system.
+    Network,
+}
 
 /// Who holds an in-process lock: decides whether a synchronous waiter may block for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +103,11 @@ pub struct LockOptions {
     /// makes). Like a `withFileLock` callback's ([`HolderKind::Callback`]), such an async hold is
     /// not taken at all after its environment's `exit` event ([`State::dead_end`]).
     pub js_verdict: bool,
+    /// Local or network staleness rule (set by the host: `PI_NATIVE_LOCK_FS`).
+    pub fs: FsRule,
+    /// Under the network rule, how long a client may have cached what it answers
+    /// (`PI_NATIVE_ATTRIBUTE_CACHE_MS`, `attributeCacheMs`).
+    pub attribute_cache_ms: u64,
 }
 
 impl LockOptions {
@@ -91,6 +120,8 @@ impl LockOptions {
             owner: 0,
             create_parent: false,
             js_verdict: false,
+            fs: FsRule::Auto,
+            attribute_cache_ms: DEFAULT_ATTRIBUTE_CACHE_MS,
         }
     }
 
@@ -103,6 +134,8 @@ impl LockOptions {
             owner: 0,
             create_parent: false,
             js_verdict: false,
+            fs: FsRule::Auto,
+            attribute_cache_ms: DEFAULT_ATTRIBUTE_CACHE_MS,
         }
     }
 }
@@ -113,23 +146,36 @@ pub fn normalize_stale(stale: Option<f64>) -> u64 {
     (s.min(u64::MAX as f64) as u64).max(MIN_STALE_MS)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DirId {
-    dev: u64,
-    ino: u64,
-    mtime_ns: i128,
+/// A lock directory as found on disk: (device, inode, mtime in ns).
+type DirId = platform::fs::Stamp;
+
+/// Where one acquisition stands with its lock directory.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// Queued or attempting: nothing on disk is ours yet.
+    Acquiring,
+    /// Ours: the directory as this process last set it, and when that set began.
+    Held { id: DirId, refreshed: Instant },
+    /// Not ours any more (taken over, removed), or possibly not (network rule: no successful
+    /// refresh within the stale threshold). Nothing on disk is touched again.
+    Lost,
+    /// Given back, or never taken.
+    Released,
 }
 
-/// What this process knows of one lock directory it holds. Behind its own mutex so that the
-/// refresher, a fenced commit and the release never race each other's file-system calls, and
+/// What this process knows of one lock directory it holds. Behind its own mutex so that a
+/// refresh, a fenced commit and the release never race each other's file-system calls, and
 /// never hold the table's mutex while they make them.
 #[derive(Debug)]
 struct Disk {
-    /// None while the on-disk acquisition is still in progress.
-    id: Option<DirId>,
-    last_refresh: Instant,
-    /// Set when the directory is found not to be ours any more (taken over or removed).
-    compromised: bool,
+    hold: Hold,
+    /// The lock's stale threshold (a refresh that keeps failing for longer loses it, L5).
+    stale: Duration,
+    /// Under the network rule: whether the file system keeps whole seconds (then mtimes are
+    /// set rounded up, as proper-lockfile does, L2/L5). None under the local rule.
+    network: Option<bool>,
+    /// A refresh of this lock is queued or running ([`refresh_loop`]).
+    refreshing: bool,
 }
 
 #[derive(Debug)]
@@ -164,21 +210,30 @@ struct Waiting {
     removals: u64,
 }
 
-/// A removal inside a watched directory ([`crate::store::lock_watch`]): wake whoever waits for it.
+/// A removal inside a watched directory ([`crate::store::lock_watch`]): wake whoever waits for it,
+/// or for any lock in it when the directory itself went.
 fn on_removed(path: &std::path::Path) {
-    let Some(p) = path.to_str() else { return };
     let mut st = lock_state();
-    if let Some(w) = st.waiting.get_mut(p) {
-        w.removals += 1;
-        drop(st);
+    let mut woke = false;
+    for (lock_path, w) in st.waiting.iter_mut() {
+        let lock_path = std::path::Path::new(lock_path);
+        if lock_path == path || lock_path.parent() == Some(path) {
+            w.removals += 1;
+            woke = true;
+        }
+    }
+    drop(st);
+    if woke {
         table().released.notify_all();
     }
 }
 
 /// Start being woken by removals of `lock_path`; false where notifications are unavailable.
 fn start_watching(lock_path: &str) -> bool {
-    let dir = std::path::Path::new(lock_path).parent();
-    if !dir.is_some_and(|d| crate::store::lock_watch::watch(d, on_removed)) {
+    let Some(dir) = std::path::Path::new(lock_path).parent() else {
+        return false;
+    };
+    if !crate::store::lock_watch::watch(dir, on_removed) {
         return false;
     }
     lock_state()
@@ -190,12 +245,17 @@ fn start_watching(lock_path: &str) -> bool {
 }
 
 fn stop_watching(lock_path: &str) {
-    let mut st = lock_state();
-    if let Some(w) = st.waiting.get_mut(lock_path) {
-        w.waiters -= 1;
-        if w.waiters == 0 {
-            st.waiting.remove(lock_path);
+    {
+        let mut st = lock_state();
+        if let Some(w) = st.waiting.get_mut(lock_path) {
+            w.waiters -= 1;
+            if w.waiters == 0 {
+                st.waiting.remove(lock_path);
+            }
         }
+    }
+    if let Some(dir) = std::path::Path::new(lock_path).parent() {
+        crate::store::lock_watch::unwatch(dir);
     }
 }
 
@@ -219,54 +279,36 @@ pub fn notified_attempts() -> u64 {
 const WATCH_FROM_WAIT: Duration = Duration::from_millis(100);
 
 /// How a waiting acquisition learns that the lock directory was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Watch {
     /// It does not: the schedule alone.
     Off,
-    /// The process-wide watcher ([`crate::store::lock_watch::watch`]) counting removals and
-    /// waking the `released` condition variable.
-    Shared,
-    /// Its own inotify watch, blocked on directly.
-    #[cfg(target_os = "linux")]
-    Own(crate::store::lock_watch::linux::DirWatch),
+    /// The process's one watcher ([`crate::store::lock_watch`]) counts removals and wakes the
+    /// `released` condition variable.
+    On,
 }
 
 impl Watch {
-    /// Its own watch where it can have one (Linux; inotify instances are limited per user),
-    /// else the process-wide watcher, else none.
+    /// Watched where notifications can be had (one inotify instance for the whole process on
+    /// Linux); where the OS refuses (no instance left for this user), the schedule alone.
     fn start(lock_path: &str) -> Watch {
-        #[cfg(target_os = "linux")]
-        if let Some(own) = crate::store::lock_watch::linux::DirWatch::new(lock_path) {
-            return Watch::Own(own);
-        }
         if start_watching(lock_path) {
-            Watch::Shared
+            Watch::On
         } else {
             Watch::Off
         }
     }
 
     fn stop(self, lock_path: &str) {
-        if matches!(self, Watch::Shared) {
+        if self == Watch::On {
             stop_watching(lock_path);
         }
     }
 
-    /// Wait until `due`, or until the lock is seen removed (Shared: more removals than `seen`),
-    /// or until `owner`'s environment is torn down.
-    fn wait(&mut self, owner: u64, due: Instant, lock_path: &str, seen: u64) -> Wake {
-        match self {
-            #[cfg(target_os = "linux")]
-            Watch::Own(w) => {
-                use crate::store::lock_watch::linux::Woken;
-                match w.wait(due, || is_torn_down(owner)) {
-                    Woken::Removed => Wake::Removed,
-                    Woken::Due => Wake::Due,
-                    Woken::Cancelled => Wake::Cancelled,
-                }
-            }
-            Watch::Shared => wait_for(owner, due, lock_path, seen, true),
-            Watch::Off => wait_for(owner, due, lock_path, seen, false),
-        }
+    /// Wait until `due`, or until the lock is seen removed (more removals than `seen`), or
+    /// until `owner`'s environment is torn down.
+    fn wait(self, owner: u64, due: Instant, lock_path: &str, seen: u64) -> Wake {
+        wait_for(owner, due, lock_path, seen, self == Watch::On)
     }
 }
 
@@ -282,25 +324,16 @@ enum Wake {
 struct Table {
     state: Mutex<State>,
     released: Condvar,
-    /// Why the refresh helper could not start, if it could not (reported by every acquisition).
-    refresher_failed: Option<String>,
 }
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let spawned = std::thread::Builder::new()
-            .name("pi-native-lock-refresh".into())
-            .spawn(refresh_loop);
-        Table {
-            state: Mutex::new(State::default()),
-            released: Condvar::new(),
-            refresher_failed: spawned.err().map(|e| e.to_string()),
-        }
+    TABLE.get_or_init(|| Table {
+        state: Mutex::new(State::default()),
+        released: Condvar::new(),
     })
 }
 
-/// Sleep on `released` for at most `timeout` (counted in `sleepers`), returning the guard.
 /// Wake the threads asleep in [`sleep_until_released`] after a change of `st`, if any. Checked
 /// under the state's mutex, which a sleeper holds from its last look until it sleeps: nobody
 /// counted means nobody can miss the change.
@@ -312,6 +345,7 @@ fn wake_sleepers(st: std::sync::MutexGuard<'static, State>) {
     }
 }
 
+/// Sleep on `released` for at most `timeout` (counted in `sleepers`), returning the guard.
 fn sleep_until_released(
     mut st: std::sync::MutexGuard<'static, State>,
     timeout: Duration,
@@ -482,13 +516,17 @@ impl LockGuard {
         self.released = true;
         let result = {
             let mut disk = lock_disk(&self.disk);
-            let ours = disk.id.is_some() && still_ours(&self.lock_path, &mut disk);
-            if ours {
+            // Removed only once verified ours (device, inode and the mtime we set). What stays
+            // unfenced is the moment between that `stat` and the `rmdir`: another writer could
+            // take the lock over in it only after judging it stale, i.e. if this thread stalled
+            // there for longer than a refresh period (1 s) plus the time left to the threshold.
+            if still_ours(&self.lock_path, &mut disk) {
                 let _ = std::fs::remove_dir(&self.lock_path);
             }
-            // Forget it: the refresher must not touch the path once it is released.
-            disk.id = None;
-            if disk.compromised {
+            let lost = matches!(disk.hold, Hold::Lost);
+            // The refresher never touches a path once it is released.
+            disk.hold = Hold::Released;
+            if lost {
                 Err(FsError::Compromised {
                     file: self.file.clone(),
                 })
@@ -515,7 +553,7 @@ impl Drop for LockGuard {
     }
 }
 
-/// Test hook (issue 10's paused-holder tests): with `PI_NATIVE_TEST_STOP_BEFORE_COMMIT=1` in
+/// Test hook (the paused-holder tests): with `PI_NATIVE_TEST_STOP_BEFORE_COMMIT=1` in
 /// the environment when the addon loads, the process stops itself (SIGSTOP) right before each
 /// fenced commit, i.e. between its compare and its rename, until a SIGCONT. Off otherwise.
 fn test_stop_before_commit() {
@@ -532,26 +570,25 @@ fn test_stop_before_commit() {
     let _ = on;
 }
 
-/// Whether the lock directory is still the one recorded in `disk` (marks it compromised if not).
+/// Whether the lock directory is still the one recorded in `disk`; marks it lost if not.
+/// Under the network rule also lost after a stale threshold without a successful refresh:
+/// a taker elsewhere may have judged it stale, and this client's own `stat` may answer from a
+/// cache that has not seen the takeover.
 fn still_ours(lock_path: &str, disk: &mut Disk) -> bool {
-    if disk.compromised {
+    let Hold::Held { id, refreshed } = disk.hold else {
         return false;
-    }
-    let Some(id) = disk.id else { return false };
-    let ours = matches!(std::fs::metadata(lock_path), Ok(meta) if dir_id(lock_path, &meta) == id);
+    };
+    let ours = match disk.network {
+        None => platform::fs::stamp_of(lock_path).is_ok_and(|s| s == id),
+        Some(_) => {
+            refreshed.elapsed() <= disk.stale
+                && platform::fs::stamp_fresh(lock_path).is_ok_and(|s| s == id)
+        }
+    };
     if !ours {
-        disk.compromised = true;
+        disk.hold = Hold::Lost;
     }
     ours
-}
-
-fn dir_id(path: &str, meta: &std::fs::Metadata) -> DirId {
-    let (dev, ino) = platform::fs::file_id(path, meta);
-    DirId {
-        dev,
-        ino,
-        mtime_ns: platform::fs::mtime_ns(meta),
-    }
 }
 
 /// L1: the lock directory for a target and the resolved target. With `realpath` on, the
@@ -569,23 +606,51 @@ fn now_ms() -> u128 {
         .unwrap_or(0)
 }
 
-/// One acquisition attempt on disk (L2–L3).
-fn attempt_on_disk(lock_path: &str, file: &str, stale_ms: u64) -> Result<DirId, FsError> {
-    match mkdir_and_stat(lock_path) {
-        Ok(id) => return Ok(id),
+/// Whether the lock directory `lock_path`, found on device `dev`, follows the network rule.
+fn network_rule(lock_path: &str, dev: u64, opts: &LockOptions) -> bool {
+    match opts.fs {
+        FsRule::Local => false,
+        FsRule::Network => true,
+        FsRule::Auto => std::path::Path::new(lock_path)
+            .parent()
+            .is_some_and(|dir| platform::fs_kind::is_remote(dir, dev)),
+    }
+}
+
+/// One acquisition attempt on disk (L2–L3). On success, the directory as made and whether it
+/// follows the network rule (Some(whole seconds)).
+fn attempt_on_disk(
+    lock_path: &str,
+    file: &str,
+    opts: &LockOptions,
+) -> Result<(DirId, Option<bool>), FsError> {
+    match mkdir_and_stat(lock_path, opts) {
+        Ok(made) => return Ok(made),
         Err(e) if !e.is("EEXIST") => return Err(e),
         Err(_) => {}
     }
-    let meta = match std::fs::metadata(lock_path) {
-        Ok(m) => m,
+    let released_meanwhile = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mut found = match platform::fs::stamp_of(lock_path) {
+        Ok(s) => s,
         // Released meanwhile: one more mkdir, no staleness checks.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return mkdir_and_stat(lock_path).map_err(|e| locked_if_exists(e, file));
+        Err(e) if released_meanwhile(&e) => {
+            return mkdir_and_stat(lock_path, opts).map_err(|e| locked_if_exists(e, file));
         }
         Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
     };
-    let mtime_ms = platform::fs::mtime_ns(&meta).div_euclid(1_000_000);
-    let stale = mtime_ms < now_ms() as i128 - stale_ms as i128;
+    let stale = if network_rule(lock_path, found.0, opts) {
+        // The server's answer where the client can be made to ask for it.
+        found = match platform::fs::stamp_fresh(lock_path) {
+            Ok(s) => s,
+            Err(e) if released_meanwhile(&e) => {
+                return mkdir_and_stat(lock_path, opts).map_err(|e| locked_if_exists(e, file));
+            }
+            Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
+        };
+        stale_on_network(lock_path, found, opts)
+    } else {
+        found.2.div_euclid(1_000_000) < now_ms() as i128 - opts.stale_ms as i128
+    };
     if !stale {
         return Err(FsError::Locked {
             file: file.to_string(),
@@ -597,7 +662,47 @@ fn attempt_on_disk(lock_path: &str, file: &str, stale_ms: u64) -> Result<DirId, 
             return Err(FsError::io(&e, "rmdir", lock_path));
         }
     }
-    mkdir_and_stat(lock_path).map_err(|e| locked_if_exists(e, file))
+    mkdir_and_stat(lock_path, opts).map_err(|e| locked_if_exists(e, file))
+}
+
+/// Lock directories held by others, as this process last saw them on network file systems,
+/// and since when it has seen each unchanged.
+fn sightings() -> std::sync::MutexGuard<'static, HashMap<String, (DirId, Instant)>> {
+    static SEEN: OnceLock<Mutex<HashMap<String, (DirId, Instant)>>> = OnceLock::new();
+    SEEN.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sightings remembered at once (beyond this the memory starts over: a lock then needs a full
+/// threshold of observation again, which only ever delays a takeover).
+const MAX_SIGHTINGS: usize = 4096;
+
+/// The network rule: stale once seen unchanged (device, inode, mtime) for longer than the
+/// stale threshold plus the attribute-cache bound, by this process's own clock, whatever the
+/// mtime says. A live holder rewrites its mtime every second, and a cached answer is at most
+/// the bound old, so a lock unchanged for that long has not been refreshed for longer than the
+/// threshold. The mtime itself is never trusted, not even when it looks long past: it was set
+/// by another machine's clock, and a client cache may answer with the mtime of an earlier lock
+/// directory at the same path. So a lock left by a crash long ago costs a new process one full
+/// observation before it is taken over.
+fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
+    let limit = opts.stale_ms.saturating_add(opts.attribute_cache_ms);
+    let now = Instant::now();
+    let since = {
+        let mut seen = sightings();
+        match seen.get(lock_path) {
+            Some(&(id, since)) if id == found => since,
+            _ => {
+                if seen.len() >= MAX_SIGHTINGS {
+                    seen.clear();
+                }
+                seen.insert(lock_path.to_string(), (found, now));
+                now
+            }
+        }
+    };
+    now.duration_since(since) > Duration::from_millis(limit)
 }
 
 fn locked_if_exists(e: FsError, file: &str) -> FsError {
@@ -610,15 +715,58 @@ fn locked_if_exists(e: FsError, file: &str) -> FsError {
     }
 }
 
-fn mkdir_and_stat(lock_path: &str) -> Result<DirId, FsError> {
-    std::fs::create_dir(lock_path).map_err(|e| FsError::io(&e, "mkdir", lock_path))?;
-    match std::fs::metadata(lock_path) {
-        Ok(meta) => Ok(dir_id(lock_path, &meta)),
-        Err(e) => {
-            let _ = std::fs::remove_dir(lock_path);
-            Err(FsError::io(&e, "stat", lock_path))
-        }
+/// `t` rounded up to a whole second (proper-lockfile's mtime on `s`-precision file systems).
+fn ceil_second(t: SystemTime) -> SystemTime {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    match since.subsec_nanos() {
+        0 => t,
+        n => t + Duration::from_nanos(u64::from(1_000_000_000 - n)),
     }
+}
+
+/// Whether the file system of each folder keeps whole seconds only (network rule), as the
+/// precision probe found it.
+fn whole_seconds() -> std::sync::MutexGuard<'static, HashMap<String, bool>> {
+    static W: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    W.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// L2: make the lock directory, then read back what it is. Under the network rule, also
+/// proper-lockfile's precision probe, once per folder: set the mtime to the next whole second
+/// plus 5 ms and read it back from the server; on a file system that kept whole seconds only
+/// (SFTP carries no more), every later mtime of ours there is set rounded up to a whole second.
+fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<(DirId, Option<bool>), FsError> {
+    std::fs::create_dir(lock_path).map_err(|e| FsError::io(&e, "mkdir", lock_path))?;
+    let failed = |e: std::io::Error, syscall: &'static str| {
+        let _ = std::fs::remove_dir(lock_path);
+        FsError::io(&e, syscall, lock_path)
+    };
+    let id = platform::fs::stamp_of(lock_path).map_err(|e| failed(e, "stat"))?;
+    if !network_rule(lock_path, id.0, opts) {
+        return Ok((id, None));
+    }
+    let folder = std::path::Path::new(lock_path)
+        .parent()
+        .map_or_else(String::new, |p| p.to_string_lossy().into_owned());
+    let known = whole_seconds().get(&folder).copied();
+    let now = SystemTime::now();
+    let set = match known {
+        Some(false) => None,
+        Some(true) => Some(ceil_second(now)),
+        None => Some(ceil_second(now) + Duration::from_millis(5)),
+    };
+    if let Some(t) = set {
+        platform::fs::set_times(lock_path, t).map_err(|e| failed(e, "utime"))?;
+    }
+    let id = platform::fs::stamp_fresh(lock_path).map_err(|e| failed(e, "stat"))?;
+    let whole = known.unwrap_or_else(|| {
+        let whole = id.2.rem_euclid(1_000_000_000) / 1_000_000 == 0;
+        whole_seconds().insert(folder, whole);
+        whole
+    });
+    Ok((id, Some(whole)))
 }
 
 /// How long a synchronous acquisition may wait for this process's own native holder (W-B6).
@@ -632,7 +780,7 @@ const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 /// which is what excludes other processes. Every wait ends early when the caller's JS
 /// environment is torn down ([`FsError::Cancelled`]).
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
-    if let Some(why) = &table().refresher_failed {
+    if let Err(why) = ensure_refresher() {
         return Err(FsError::Internal(format!(
             "pi-native: the lock refresh thread could not start ({why})"
         )));
@@ -660,13 +808,18 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
             break Err(None); // answered below: nothing made on disk after the end
         }
         let seen = removals(&guard.lock_path);
-        match attempt_on_disk(&guard.lock_path, &guard.file, opts.stale_ms) {
-            Ok(id) => {
-                {
-                    let mut disk = lock_disk(&guard.disk);
-                    disk.id = Some(id);
-                    disk.last_refresh = Instant::now();
+        let attempted = Instant::now();
+        match attempt_on_disk(&guard.lock_path, &guard.file, &opts) {
+            Ok((id, network)) => {
+                if network.is_some() {
+                    sightings().remove(&guard.lock_path);
                 }
+                let mut disk = lock_disk(&guard.disk);
+                disk.hold = Hold::Held {
+                    id,
+                    refreshed: attempted,
+                };
+                disk.network = network;
                 break Ok(());
             }
             Err(err) if !parent_checked && !err.is("ELOCKED") && !err.is("EEXIST") => {
@@ -687,12 +840,12 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 if !retryable || k >= attempts {
                     break Err(None);
                 }
-                if matches!(watch, Watch::Off)
+                if watch == Watch::Off
                     && opts.retry.wait(k) >= WATCH_FROM_WAIT
                     && errors.last().is_some_and(|e| e.is("ELOCKED"))
                 {
                     watch = Watch::start(&guard.lock_path);
-                    if !matches!(watch, Watch::Off) {
+                    if watch == Watch::On {
                         continue; // the holder may have let go before the watch was set up
                     }
                 }
@@ -797,9 +950,10 @@ fn take_turn(
                 }
             }
             let disk = Arc::new(Mutex::new(Disk {
-                id: None,
-                last_refresh: Instant::now(),
-                compromised: false,
+                hold: Hold::Acquiring,
+                stale: Duration::from_millis(opts.stale_ms),
+                network: None,
+                refreshing: false,
             }));
             st.held.insert(
                 lock_path.to_string(),
@@ -834,45 +988,101 @@ fn take_turn(
     }
 }
 
-/// L5 / L10d: every held lock gets its mtime rewritten at least every second, after checking it
-/// still carries the mtime this process set; otherwise it is marked compromised. The table's
-/// mutex is held only to list the locks, never across a file-system call.
+/// Make sure the refresh scheduler runs: started on first use, and started again if it ever
+/// ended (it cannot panic out of its loop, but a thread that could not be started once is tried
+/// again at the next acquisition instead of failing every later one).
+fn ensure_refresher() -> Result<(), String> {
+    static SCHEDULER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+    let mut s = SCHEDULER.lock().unwrap_or_else(|e| e.into_inner());
+    if s.as_ref().is_some_and(|h| !h.is_finished()) {
+        return Ok(());
+    }
+    let h = std::thread::Builder::new()
+        .name("pi-native-lock-refresh".into())
+        .spawn(refresh_loop)
+        .map_err(|e| e.to_string())?;
+    *s = Some(h);
+    Ok(())
+}
+
+/// Threads that make the refreshes: a refresh that hangs in a slow file-system call (a network
+/// mount that stopped answering) holds up only the lock it is for.
+fn refresh_pool() -> &'static crate::background::Pool {
+    static POOL: OnceLock<crate::background::Pool> = OnceLock::new();
+    POOL.get_or_init(|| crate::background::Pool::new(4, "pi-native-lock-touch", || {}))
+}
+
+/// L5 / L10d: every held lock gets its mtime rewritten at least every second, each on its own
+/// schedule. This thread only looks: it never waits for a lock that is busy (a fenced commit
+/// or a release verifies it anyway), makes no file-system call itself, and hands each due
+/// refresh to [`refresh_pool`] unless one of that lock is still under way. The table's mutex
+/// is held only to list the locks.
 fn refresh_loop() {
     loop {
         std::thread::sleep(Duration::from_millis(250));
-        let held: Vec<(String, Arc<Mutex<Disk>>)> = lock_state()
-            .held
-            .iter()
-            .map(|(p, h)| (p.clone(), h.disk.clone()))
-            .collect();
-        for (path, disk) in held {
-            let mut d = lock_disk(&disk);
-            let Some(id) = d.id else { continue };
-            if d.compromised || d.last_refresh.elapsed() < Duration::from_millis(UPDATE_MS - 250) {
-                continue;
-            }
-            match refresh(&path, id) {
-                Some(new_id) => {
-                    d.id = Some(new_id);
-                    d.last_refresh = Instant::now();
-                }
-                None => d.compromised = true,
-            }
+        let _ = std::panic::catch_unwind(schedule_refreshes);
+    }
+}
+
+fn schedule_refreshes() {
+    let held: Vec<(String, Arc<Mutex<Disk>>)> = lock_state()
+        .held
+        .iter()
+        .map(|(p, h)| (p.clone(), h.disk.clone()))
+        .collect();
+    for (path, disk) in held {
+        let mut d = match disk.try_lock() {
+            Ok(d) => d,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        let due = matches!(d.hold, Hold::Held { refreshed, .. }
+            if refreshed.elapsed() >= Duration::from_millis(UPDATE_MS - 250));
+        if !due || d.refreshing {
+            continue;
+        }
+        d.refreshing = true;
+        drop(d);
+        let job = {
+            let (path, disk) = (path.clone(), disk.clone());
+            move || refresh(&path, &disk)
+        };
+        if !refresh_pool().spawn(Box::new(job)) {
+            // No thread to hand it to: refresh here rather than not at all.
+            refresh(&path, &disk);
         }
     }
 }
 
-fn refresh(lock_path: &str, id: DirId) -> Option<DirId> {
-    let meta = std::fs::metadata(lock_path).ok()?;
-    if dir_id(lock_path, &meta) != id {
-        return None;
+/// One refresh: rewrite the mtime of the lock directory if it is still the one recorded, through
+/// a handle of that very directory ([`platform::fs::touch_dir_if`]); otherwise, or after a stale
+/// threshold of failed attempts, the lock is lost (L5).
+fn refresh(lock_path: &str, disk: &Mutex<Disk>) {
+    let mut d = lock_disk(disk);
+    d.refreshing = false;
+    let Hold::Held { id, refreshed } = d.hold else {
+        return;
+    };
+    let started = Instant::now();
+    // Under the network rule a gap longer than the threshold may have let a taker in, whatever
+    // this client's cache says.
+    if d.network.is_some() && started.duration_since(refreshed) > d.stale {
+        d.hold = Hold::Lost;
+        return;
     }
-    if !platform::fs::touch_now(lock_path) {
-        return Some(id);
+    let to = (d.network == Some(true)).then(|| ceil_second(SystemTime::now()));
+    match platform::fs::touch_dir_if(lock_path, |s| s == id, to) {
+        platform::fs::Touched::Done(now) => {
+            d.hold = Hold::Held {
+                id: now,
+                refreshed: started,
+            }
+        }
+        platform::fs::Touched::NotOurs => d.hold = Hold::Lost,
+        // L5: a failing refresh is tried again until the threshold passes without success.
+        platform::fs::Touched::Failed(_) if refreshed.elapsed() > d.stale => d.hold = Hold::Lost,
+        platform::fs::Touched::Failed(_) => {}
     }
-    std::fs::metadata(lock_path)
-        .ok()
-        .map(|m| dir_id(lock_path, &m))
 }
 
 /// The `exit` event of the JS environment `owner` (L8): locks held for JS callbacks that can
@@ -904,10 +1114,10 @@ pub fn release_callback_locks(owner: u64) {
 fn give_back(locks: Vec<(String, Arc<Mutex<Disk>>)>) {
     for (path, disk) in locks {
         let mut d = lock_disk(&disk);
-        if d.id.is_some() && still_ours(&path, &mut d) {
+        if still_ours(&path, &mut d) {
             let _ = std::fs::remove_dir(&path);
         }
-        d.id = None;
+        d.hold = Hold::Released;
     }
     table().released.notify_all();
 }
@@ -1112,6 +1322,163 @@ mod tests {
         assert_eq!(g.fenced(|| Ok(())), Err(FsError::Cancelled));
         assert_eq!(g.release(), Ok(()));
         assert_eq!(acquire(&file, opts).unwrap_err(), FsError::Cancelled);
+    }
+
+    /// A refresh that stalls between its check and its touch (SPEC L10e): the directory was
+    /// replaced in between by a taker's, and the touch must land on ours, never on theirs.
+    #[cfg(unix)]
+    #[test]
+    fn a_stalled_refresh_never_touches_the_takers_directory() {
+        let file = tmp("stall");
+        let lock = format!("{file}.lock");
+        std::fs::create_dir(&lock).unwrap();
+        let ours = platform::fs::stamp_of(&lock).unwrap();
+        let mut theirs = None;
+        let touched = platform::fs::touch_dir_if(
+            &lock,
+            |s| {
+                // The stall: a taker removes our directory and makes its own, a while ago.
+                std::fs::remove_dir(&lock).unwrap();
+                std::fs::create_dir(&lock).unwrap();
+                set_mtime_secs_ago(&lock, 5);
+                theirs = Some(platform::fs::stamp_of(&lock).unwrap());
+                s == ours
+            },
+            None,
+        );
+        assert!(
+            matches!(touched, platform::fs::Touched::NotOurs),
+            "{touched:?}"
+        );
+        assert_eq!(
+            platform::fs::stamp_of(&lock).unwrap(),
+            theirs.unwrap(),
+            "theirs untouched"
+        );
+        std::fs::remove_dir(&lock).unwrap();
+    }
+
+    #[cfg(unix)]
+    fn set_mtime_secs_ago(path: &str, secs: i64) {
+        let c = CString::new(path).unwrap();
+        let t = libc::timespec {
+            tv_sec: (now_ms() / 1000) as libc::time_t - secs as libc::time_t,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid path and a two-element timespec array.
+        let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), 0) };
+        assert_eq!(rc, 0);
+    }
+
+    fn network(cache_ms: u64) -> LockOptions {
+        LockOptions {
+            retry: Retry::Sync { retries: 0 },
+            fs: FsRule::Network,
+            attribute_cache_ms: cache_ms,
+            ..LockOptions::store_sync()
+        }
+    }
+
+    /// The network rule: a foreign lock is stale only once seen unchanged for the threshold
+    /// plus the cache bound, whatever its mtime says (even one far in the past); the local rule
+    /// is unchanged.
+    #[cfg(unix)]
+    #[test]
+    fn network_rule_judges_by_what_it_saw() {
+        let file = tmp("netrule");
+        let lock = format!("{file}.lock");
+        std::fs::create_dir(&lock).unwrap();
+        // 3 s old: stale by the local rule at once, not by the network rule.
+        set_mtime_secs_ago(&lock, 3);
+        let locked = FsError::Locked { file: file.clone() };
+        assert_eq!(acquire(&file, network(60_000)).unwrap_err(), locked);
+        // Fresh again (as a live holder keeps it), then seen unchanged: taken once 2 s + 300 ms
+        // have passed since this first look.
+        platform::fs::set_times(&lock, SystemTime::now()).unwrap();
+        let first = Instant::now();
+        let taken = loop {
+            match acquire(&file, network(300)) {
+                Ok(g) => break g,
+                Err(e) => assert_eq!(e, locked),
+            }
+            assert!(first.elapsed() < Duration::from_secs(10));
+        };
+        // At least stale + cache after the first look of this test's own (the first
+        // acquisition above saw the same directory even earlier).
+        assert!(
+            first.elapsed() >= Duration::from_millis(2000),
+            "{:?}",
+            first.elapsed()
+        );
+        taken.release().unwrap();
+        // A change restarts the clock: a directory made afresh is not stale, however long
+        // ago the path was first seen.
+        std::fs::create_dir(&lock).unwrap();
+        assert_eq!(acquire(&file, network(300)).unwrap_err(), locked);
+        // An mtime far in the past is not trusted either: seen for the first time, not stale.
+        set_mtime_secs_ago(&lock, 3600);
+        assert_eq!(acquire(&file, network(60_000)).unwrap_err(), locked);
+        // The local rule: 3 s old is stale at once.
+        set_mtime_secs_ago(&lock, 3);
+        acquire(
+            &file,
+            LockOptions {
+                fs: FsRule::Local,
+                ..network(60_000)
+            },
+        )
+        .unwrap()
+        .release()
+        .unwrap();
+    }
+
+    /// Under the network rule a holder that went longer than the stale threshold without a
+    /// successful refresh (paused, or its refreshes failing) counts its lock as lost.
+    #[test]
+    fn network_holder_without_a_recent_refresh_is_compromised() {
+        let file = tmp("netholder");
+        let g = acquire(&file, network(60_000)).unwrap();
+        // The temp folder keeps nanoseconds: no rounding there.
+        assert_eq!(lock_disk(&g.disk).network, Some(false));
+        assert_eq!(g.fenced(|| Ok(1)), Ok(1));
+        {
+            let mut d = lock_disk(&g.disk);
+            if let Hold::Held { id, .. } = d.hold {
+                d.hold = Hold::Held {
+                    id,
+                    refreshed: Instant::now() - Duration::from_millis(2500),
+                };
+            }
+        }
+        assert_eq!(
+            g.fenced(|| Ok(())),
+            Err(FsError::Compromised { file: file.clone() })
+        );
+        assert_eq!(
+            g.release(),
+            Err(FsError::Compromised { file: file.clone() })
+        );
+        // Nothing removed: it may be somebody else's by now.
+        assert!(std::path::Path::new(&format!("{file}.lock")).is_dir());
+        std::fs::remove_dir(format!("{file}.lock")).unwrap();
+    }
+
+    /// A lock busy publishing (its mutex held, as by a rename hanging on a network mount) does
+    /// not hold up the refresh of the others.
+    #[test]
+    fn a_busy_lock_does_not_delay_the_refresh_of_others() {
+        let (a, b) = (tmp("busy-a"), tmp("busy-b"));
+        let ga = acquire(&a, LockOptions::store_async()).unwrap();
+        let gb = acquire(&b, LockOptions::store_async()).unwrap();
+        let before = platform::fs::stamp_of(&format!("{b}.lock")).unwrap();
+        let busy = lock_disk(&ga.disk);
+        std::thread::sleep(Duration::from_millis(2200));
+        let after = platform::fs::stamp_of(&format!("{b}.lock")).unwrap();
+        drop(busy);
+        assert!(after.2 > before.2, "b refreshed while a was busy");
+        assert_eq!(gb.fenced(|| Ok(())), Ok(()));
+        gb.release().unwrap();
+        ga.release().unwrap();
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Supervision events (issue 29): the end of a process this process did not spawn, and changes
+//! Supervision events: the end of a process this process did not spawn, and changes
 //! in a folder, told by the kernel instead of found by polling.
 //!
 //! One registry for the whole process holds every watch (a process exit or a folder), with the
@@ -17,7 +17,6 @@
 //! process it will not open), [`watch_exit`] says [`ExitWatch::Unwatchable`] and the caller
 //! probes instead (lib/contract/events.js).
 
-pub mod remote;
 pub mod snapshot;
 
 #[cfg(target_os = "macos")]

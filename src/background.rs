@@ -1,5 +1,5 @@
-//! Threads for background work that must not occupy libuv's pool (session recovery): a bounded
-//! FIFO pool whose idle threads sleep, and one deadline timer thread.
+//! Threads for background work that must not occupy libuv's pool (session recovery's scans, lock
+//! refreshes): a bounded FIFO pool whose idle threads sleep, and one deadline timer thread.
 //!
 //! Why not a crate: rayon's pool (used before) lets idle workers spin in `sched_yield` for a
 //! while after every job is queued; on a 2-core machine three spinning threads took more CPU
@@ -111,7 +111,9 @@ struct DueState<T> {
     next: u64,
     /// When the timer thread will next look (None: not before something is registered).
     planned: Option<Instant>,
-    started: Option<bool>,
+    /// Whether the timer thread runs. A thread that could not be started is tried again at the
+    /// next registration (a transient EAGAIN must not disable every later deadline).
+    started: bool,
 }
 
 impl<T: Send + 'static> Deadlines<T> {
@@ -121,7 +123,7 @@ impl<T: Send + 'static> Deadlines<T> {
                 due: BTreeMap::new(),
                 next: 0,
                 planned: None,
-                started: None,
+                started: false,
             }),
             changed: Condvar::new(),
             on_due,
@@ -133,14 +135,14 @@ impl<T: Send + 'static> Deadlines<T> {
     /// timer thread cannot be started (the caller must not rely on the deadline).
     pub fn register(&'static self, at: Instant, item: T) -> Option<DueKey> {
         let mut st = lock(&self.state);
-        if st.started.is_none() {
-            let spawned = std::thread::Builder::new()
+        if !st.started {
+            st.started = std::thread::Builder::new()
                 .name(self.name.into())
-                .spawn(move || self.run());
-            st.started = Some(spawned.is_ok());
-        }
-        if st.started != Some(true) {
-            return None;
+                .spawn(move || self.run())
+                .is_ok();
+            if !st.started {
+                return None;
+            }
         }
         let key = (at, st.next);
         st.next += 1;
@@ -183,7 +185,10 @@ impl<T: Send + 'static> Deadlines<T> {
                 Some(key) if key.0 <= now => {
                     let item = st.due.remove(&key).expect("key just seen");
                     drop(st);
-                    (self.on_due)(item);
+                    // The thread must outlive a panicking action: every later deadline needs it.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        (self.on_due)(item)
+                    }));
                     st = lock(&self.state);
                 }
                 Some((at, _)) => {
@@ -256,5 +261,23 @@ mod tests {
         assert_eq!(TIMER.withdraw(early), None);
         assert_eq!(TIMER.withdraw(late), None);
         assert!(t0.elapsed() >= Duration::from_millis(60));
+    }
+
+    #[test]
+    fn a_panicking_action_leaves_the_timer_running() {
+        static FIRED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        static TIMER: Deadlines<u32> = Deadlines::new("test-deadlines-panic", |v| {
+            if v == 0 {
+                panic!("an action that panics");
+            }
+            lock(&FIRED).push(v)
+        });
+        let t0 = Instant::now();
+        TIMER.register(t0 + Duration::from_millis(10), 0).unwrap();
+        TIMER.register(t0 + Duration::from_millis(30), 1).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        TIMER.register(Instant::now(), 2).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*lock(&FIRED), vec![1, 2]);
     }
 }

@@ -1,0 +1,206 @@
+'use strict'
+// What a review of the lock and settle code found, each pinned by the behaviour it breaks:
+// - a refresh that stalls between its check and its touch must not adopt the lock of the
+//   process that took over (strace delays the holder's touch by 3 s);
+// - waiters share one inotify instance per process, and still succeed when the kernel refuses
+//   every instance;
+// - a recovery promise whose settling side ends without an answer rejects instead of keeping
+//   its process alive forever.
+// Native backend.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawn, spawnSync } = require('node:child_process')
+const { root, sleep } = require('./helpers.js')
+
+const native = require('../lib/native.js')
+const binding = require('../index.js')
+
+const made = []
+const tmp = (name) => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), `pi-native-${name}-`))
+  made.push(d)
+  return d
+}
+test.after(() => {
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true })
+})
+
+const has = (cmd, args = ['--version']) => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0
+const linux = process.platform === 'linux'
+
+/** Start a node script (argv[1] = a JSON argument); lines of its stdout are JSON messages. */
+function start(prefix, script, arg, env = {}) {
+  const file = path.join(tmp('script'), 'child.js')
+  fs.writeFileSync(file, script)
+  const child = spawn(prefix[0] ?? process.execPath, [...prefix.slice(1), ...(prefix.length ? [process.execPath] : []), file, JSON.stringify(arg)], {
+    env: { ...process.env, PI_NATIVE_BACKEND: 'native', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const messages = []
+  const waiters = []
+  let buf = ''
+  let err = ''
+  child.stdout.on('data', (d) => {
+    buf += d
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const m = JSON.parse(buf.slice(0, i))
+      buf = buf.slice(i + 1)
+      messages.push(m)
+      for (const w of waiters.splice(0)) w()
+    }
+  })
+  child.stderr.on('data', (d) => (err += d))
+  const done = new Promise((resolve) => child.once('close', (code) => resolve({ code, messages, err })))
+  /** Resolves with the first message `pick` accepts (waiting for it if need be). */
+  const when = async (pick) => {
+    for (;;) {
+      const m = messages.find(pick)
+      if (m) return m
+      if (child.exitCode !== null) throw new Error(`child exited (${child.exitCode}) without it: ${err}`)
+      await new Promise((r) => {
+        waiters.push(r)
+        setTimeout(r, 200)
+      })
+    }
+  }
+  return { child, done, when }
+}
+
+const HOLD = `
+const { withFileLock } = require(${JSON.stringify(root)})
+const [file, ms] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+withFileLock(file, async () => {
+  say({ in: Date.now() })
+  await new Promise((r) => setTimeout(r, ms))
+  say({ out: Date.now() })
+  return 'done'
+}).then((r) => say({ ok: r }), (e) => say({ error: e.code || e.message }))
+`
+
+test(
+  'a refresh stalled 3 s between its check and its touch gets ECOMPROMISED and leaves the taker alone',
+  { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
+  async () => {
+    const file = path.join(tmp('stall'), 'f.json')
+    // A: every utimensat (its refresh's futimens) lands 3 s after it is made.
+    const a = start(['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=utimensat', '-e', 'inject=utimensat:delay_enter=3000000'], HOLD, [file, 9000])
+    const aIn = await a.when((m) => 'in' in m)
+    await sleep(Math.max(0, aIn.in + 2600 - Date.now()))
+    // B: takes the lock over once A's mtime is 2 s old (legitimately: A has not refreshed).
+    const b = start([], HOLD, [file, 4000])
+    const [ra, rb] = await Promise.all([a.done, b.done])
+    const result = (r) => r.messages.find((m) => 'ok' in m || 'error' in m)
+    assert.deepEqual(result(rb), { ok: 'done' }, `B keeps its lock and its result: ${rb.err}`)
+    assert.deepEqual(result(ra), { error: 'ECOMPROMISED' }, `A is told: ${ra.err}`)
+    const bIn = rb.messages.find((m) => 'in' in m).in
+    assert.ok(bIn - aIn.in >= 2000, 'B took over only after the stale threshold')
+    assert.ok(!fs.existsSync(`${file}.lock`), 'nothing left behind')
+  },
+)
+
+/** Inotify instances a process holds now (Linux: its fds that are anon_inode:inotify). */
+const WAITERS = `
+const fs = require('node:fs')
+const path = require('node:path')
+const { withFileLock } = require(${JSON.stringify(root)})
+const binding = require(${JSON.stringify(path.join(root, 'index.js'))})
+const [dir, n] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+const inotify = () => fs.readdirSync('/proc/self/fd').filter((fd) => {
+  try { return fs.readlinkSync('/proc/self/fd/' + fd) === 'anon_inode:inotify' } catch { return false }
+}).length
+const started = Date.now()
+const calls = []
+for (let i = 0; i < n; i++) calls.push(withFileLock(path.join(dir, 'f' + i + '.json'), () => Date.now() - started).then((ms) => ({ ms }), (e) => ({ error: e.code })))
+setTimeout(() => say({ waiting: inotify(), folders: binding.lockWatchedFolders() }), 900)
+Promise.all(calls).then((results) => say({ results, after: inotify() }))
+`
+
+/** Hold `n` locks in `dir` from this process for `ms`, while `child` waits for them. */
+async function holdWhile(dir, n, ms, child) {
+  let release
+  const released = new Promise((r) => (release = r))
+  const held = []
+  for (let i = 0; i < n; i++) {
+    held.push(
+      new Promise((inside) => {
+        native.withFileLock(path.join(dir, `f${i}.json`), () => {
+          inside()
+          return released
+        })
+      }),
+    )
+  }
+  await Promise.all(held)
+  const c = child()
+  const waiting = await c.when((m) => 'waiting' in m)
+  await sleep(ms)
+  release()
+  const { messages, err } = await c.done
+  return { waiting, final: messages.find((m) => 'results' in m), err }
+}
+
+test(
+  '30 waiting withFileLock calls share one inotify instance, and all get their lock when it is freed',
+  { skip: !linux && 'counts inotify instances through /proc', timeout: 60_000 },
+  async () => {
+    const dir = tmp('waiters')
+    const r = await holdWhile(dir, 30, 300, () => start([], WAITERS, [dir, 30]))
+    assert.ok(r.waiting.waiting <= 2, `inotify instances while 30 calls wait: ${r.waiting.waiting}`)
+    assert.equal(r.waiting.folders, 1, 'one folder watched, for all 30')
+    assert.ok(r.final, r.err)
+    assert.deepEqual(r.final.results.filter((x) => x.error), [], 'every call got its lock')
+  },
+)
+
+const canUnshare = linux && spawnSync('unshare', ['-U', '-r', 'sh', '-c', 'echo 0 > /proc/sys/user/max_inotify_instances'], { stdio: 'ignore' }).status === 0
+
+test(
+  'with no inotify instance to be had (a user namespace allowing none), waits still succeed, on the schedule',
+  { skip: !canUnshare && 'needs unshare -U and a writable /proc/sys/user/max_inotify_instances', timeout: 60_000 },
+  async () => {
+    const dir = tmp('noinotify')
+    fs.chmodSync(dir, 0o777)
+    const r = await holdWhile(dir, 10, 300, () =>
+      start(['unshare', '-U', '-r', 'sh', '-c', 'echo 0 > /proc/sys/user/max_inotify_instances && exec "$@"', 'sh'], WAITERS, [dir, 10]),
+    )
+    assert.equal(r.waiting.waiting, 0, 'the kernel gave no instance')
+    assert.equal(r.waiting.folders, 0, 'nothing watched')
+    assert.ok(r.final, r.err)
+    assert.deepEqual(r.final.results.filter((x) => x.error), [], `every call got its lock: ${r.err}`)
+    assert.doesNotMatch(r.err, /Error/)
+  },
+)
+
+test('a recovery promise whose settling side ends without an answer rejects, and its process exits on its own', { timeout: 30_000 }, async () => {
+  assert.equal(binding.recoverySettlesThroughOutbox(), true, 'settles through the outbox under Node')
+  await assert.rejects(binding.outboxUnsettledProbe(), { code: 'ERR_PI_NATIVE_UNSETTLED' })
+  const script = `
+    const binding = require(${JSON.stringify(path.join(root, 'index.js'))})
+    require(${JSON.stringify(root)})
+    binding.outboxUnsettledProbe().then(() => console.log('resolved'), (e) => console.log(e.code))
+  `
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(r.signal, null, 'exited on its own')
+  assert.equal(r.stdout.trim(), 'ERR_PI_NATIVE_UNSETTLED')
+})
+
+test('a withFileLock callback that can never settle keeps its lock through garbage collection, until exit (L8)', { timeout: 30_000 }, () => {
+  const file = path.join(tmp('gc'), 'a.json')
+  const script = `
+    const fs = require('node:fs')
+    const { withFileLock } = require(${JSON.stringify(root)})
+    withFileLock(${JSON.stringify(file)}, () => new Promise(() => {}))
+    setTimeout(() => {
+      for (let i = 0; i < 5; i++) gc()
+      setTimeout(() => console.log(fs.existsSync(${JSON.stringify(`${file}.lock`)})), 300)
+    }, 300)
+  `
+  const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, PI_NATIVE_BACKEND: 'native' } })
+  assert.equal(r.stdout.trim(), 'true', `held after gc: ${r.stderr}`)
+  assert.ok(!fs.existsSync(`${file}.lock`), 'removed at exit')
+})

@@ -1,0 +1,733 @@
+'use strict'
+// Issue 28: one agentDir shared by two machines. Two sshfs mounts of one folder (see
+// two-mounts.js) stand in for the machines; each test's processes reach the folder through
+// mount A or mount B. Rules under test (docs/ARCHITECTURE.md, issue 28):
+//  - on a network or FUSE file system a lock directory is judged stale only after this process
+//    has seen it unchanged (inode and mtime) for longer than `stale` (2000 ms) plus an
+//    attribute-cache bound (default 60000 ms; env PI_NATIVE_ATTRIBUTE_CACHE_MS, lock option
+//    `attributeCacheMs`), so a holder that keeps refreshing through its own mount is never
+//    robbed by a taker that sees an old cached mtime through another;
+//  - a native holder there that may have lost its lock (no successful refresh within `stale`,
+//    e.g. after a SIGSTOP) fails with ECOMPROMISED instead of resolving;
+//  - local file systems keep the 2 s rule exactly.
+// The same hold / CAS / crash suite runs on a local folder.
+//
+// Time: the default crash takeover waits 62 s by design; everything else runs meanwhile
+// (the suite's tests run concurrently, each on lock files of its own).
+const { describe, test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { root, sleep, procState } = require('./helpers.js')
+const { makeEntry } = require('./store-fixtures.js')
+const { twoMounts, unavailable } = require('./two-mounts.js')
+
+const STALE = 2000 // B17 / L4: the effective stale threshold
+const BOUND = 60_000 // default attribute-cache bound on network and FUSE file systems
+const FUTURE = 1000 // a holder's mtime may be up to 1 s ahead (whole-second rounding up, L2/L5)
+const RETRY = 25 + 50 + 100 + 200 + 400 + 5 * 500 // B17: one withFileLock's waits (3275 ms)
+const SSHFS_CACHE = 20_000 // sshfs's default cache_timeout (attributes seen through a mount)
+const HOLD_MS = 6000
+const TAKER_DELAY = 500
+const ROUNDS = 20
+
+const NET_SKIP = unavailable() || false
+const EMULATED = process.env.PI_NATIVE_EMULATED && `wall-clock bounds for native execution; this run is under ${process.env.PI_NATIVE_EMULATED}`
+const NO_SIGSTOP = process.platform === 'win32' && 'needs SIGSTOP/SIGCONT to pause a holder; Windows has none'
+
+const LIB = JSON.stringify(path.join(root, 'lib', 'index.js'))
+const LOCKFILE = JSON.stringify(path.join(root, 'node_modules', 'proper-lockfile'))
+// What every child shares: the library, a log of timed events in a local file, and ways to
+// wait for the test's lines on stdin.
+const PRELUDE = `
+  // Orphaned (the test process died): leave, so that no holder lingers on a mount.
+  const parent = process.ppid
+  setInterval(() => process.ppid !== parent && process.exit(1), 500).unref()
+  const fs = require('node:fs')
+  const path = require('node:path')
+  const lib = require(${LIB})
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+  const rec = (o) => fs.appendFileSync(process.env.NETFS_LOG, JSON.stringify({ ...o, t: Date.now() }) + '\\n')
+  const onLine = (fn) => {
+    let buf = ''
+    process.stdin.on('data', (d) => {
+      buf += d
+      let k
+      while ((k = buf.indexOf('\\n')) >= 0) {
+        const line = buf.slice(0, k)
+        buf = buf.slice(k + 1)
+        fn(line)
+      }
+    })
+  }
+  // lineSeen(l): resolves once stdin carried the line l (or ended).
+  const seen = new Set()
+  const waiting = new Map()
+  const lineSeen = (l) => (seen.has(l) ? Promise.resolve() : new Promise((r) => waiting.set(l, r)))
+  const listenLines = () => {
+    onLine((l) => {
+      seen.add(l)
+      waiting.get(l)?.()
+    })
+    process.stdin.on('end', () => {
+      for (const r of waiting.values()) r()
+    })
+  }
+  // proper-lockfile exactly as the store's helper configures it (B17), for JS (original) holders.
+  const JS_LOCK = { realpath: false, stale: undefined, retries: { retries: 10, factor: 2, minTimeout: 25, maxTimeout: 500, randomize: false } }
+`
+
+// Local scratch (logs, local-suite folders): removed when the file's tests end.
+const made = []
+function localDir(label) {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), `pi-native-netfs-${label}-`))
+  made.push(d)
+  return d
+}
+// Children still running when a test failed half-way (holders that never let go, stopped
+// ones): killed, so that nothing keeps this file's process or a mount busy.
+const children = new Set()
+// Once the mounts are up, children are also handed to their guard, for when this process dies.
+let adopt = () => {}
+function killChildren() {
+  for (const c of children) c.kill('SIGKILL')
+}
+after(() => {
+  killChildren()
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true })
+})
+
+/** A child Node process running `script`; `done` resolves { code, signal, out, err }. */
+function node(script, { args = [], env = {} } = {}) {
+  const child = spawn(process.execPath, ['-e', script, ...args.map(String)], {
+    env: { ...process.env, PI_NATIVE_BACKEND: 'native', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  children.add(child)
+  child.once('exit', () => children.delete(child))
+  adopt(child.pid)
+  let out = ''
+  let err = ''
+  let partial = ''
+  const waiters = []
+  const lineListeners = []
+  child.stdout.on('data', (d) => {
+    out += d
+    partial += d
+    let k
+    while ((k = partial.indexOf('\n')) >= 0) {
+      const l = partial.slice(0, k)
+      partial = partial.slice(k + 1)
+      for (const fn of lineListeners) fn(l)
+    }
+    for (const w of waiters.splice(0)) w()
+  })
+  child.stdin.on('error', () => {}) // a line sent after the child ended is of no consequence
+  child.stderr.on('data', (d) => (err += d))
+  const done = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, out, err })))
+  /** Resolves when stdout holds a line matching `re` (rejects if the child ends first). */
+  const line = (re) =>
+    new Promise((resolve, reject) => {
+      const look = () => {
+        const hit = out.split('\n').find((l) => re.test(l))
+        if (hit !== undefined) return resolve(hit)
+        if (child.exitCode !== null || child.signalCode !== null) return reject(new Error(`child ended (${child.exitCode ?? child.signalCode}) before ${re}: ${err}`))
+        waiters.push(look)
+      }
+      child.once('exit', () => setTimeout(look, 50))
+      look()
+    })
+  const send = (s) => {
+    if (child.stdin.writable) child.stdin.write(`${s}\n`)
+  }
+  /** Calls `fn` with each complete line of stdout. */
+  const onLine = (fn) => lineListeners.push(fn)
+  return { child, done, line, onLine, send, end: () => child.stdin.end() }
+}
+
+function readLog(file) {
+  if (!fs.existsSync(file)) return []
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hold rounds: a holder inside withFileLock for 6 s through one mount, a native taker through
+// the other 0.5 s after it entered. 20 rounds at once, each on its own file. So that a loaded
+// machine (late timers, late pipes) cannot turn a round into an unrelated later attempt, the
+// holder also stays inside until the taker's attempt has settled (the test then sends it `i`).
+
+const NATIVE_HOLDER = `${PRELUDE}
+  const [dir, rounds, holdMs] = process.argv.slice(1)
+  Promise.all(Array.from({ length: Number(rounds) }, async (_, i) => {
+    await sleep(i * 50) // not in lockstep
+    const file = path.join(dir, 'hold-' + i + '.txt')
+    try {
+      await lib.withFileLock(file, async () => {
+        rec({ i, who: 'holder', ev: 'enter' })
+        console.log('ENTERED ' + i)
+        await Promise.all([sleep(Number(holdMs)), lineSeen(String(i))])
+        rec({ i, who: 'holder', ev: 'exit' })
+      })
+      rec({ i, who: 'holder', ev: 'resolved' })
+    } catch (err) {
+      rec({ i, who: 'holder', ev: 'rejected', code: err.code, message: err.message })
+    }
+  })).then(() => process.exit(0))
+  listenLines()
+`
+
+// The original (proper-lockfile with the store's options). Its default onCompromised throws
+// from a timer, i.e. crashes the process: here it is recorded instead, so that one round's
+// compromise does not end the other rounds running in this process.
+const JS_HOLDER = `${PRELUDE}
+  const lockfile = require(${LOCKFILE})
+  const [dir, rounds, holdMs] = process.argv.slice(1)
+  Promise.all(Array.from({ length: Number(rounds) }, async (_, i) => {
+    await sleep(i * 50)
+    const file = path.join(dir, 'hold-' + i + '.txt')
+    await fs.promises.mkdir(dir, { recursive: true })
+    let release
+    try {
+      release = await lockfile.lock(file, { ...JS_LOCK, onCompromised: (err) => rec({ i, who: 'holder', ev: 'compromised', code: err.code, message: err.message }) })
+    } catch (err) {
+      rec({ i, who: 'holder', ev: 'rejected', code: err.code, message: err.message })
+      return
+    }
+    rec({ i, who: 'holder', ev: 'enter' })
+    console.log('ENTERED ' + i)
+    await Promise.all([sleep(Number(holdMs)), lineSeen(String(i))])
+    rec({ i, who: 'holder', ev: 'exit' })
+    try {
+      await release()
+      rec({ i, who: 'holder', ev: 'resolved' })
+    } catch (err) {
+      rec({ i, who: 'holder', ev: 'rejected', code: err.code, message: err.message })
+    }
+  })).then(() => process.exit(0))
+  listenLines()
+`
+
+// Native taker with default options: one withFileLock per "go <i>" line on stdin.
+const TAKER = `${PRELUDE}
+  const [dir] = process.argv.slice(1)
+  const pending = []
+  onLine((i) => {
+    const file = path.join(dir, 'hold-' + i + '.txt')
+    rec({ i, who: 'taker', ev: 'start' })
+    pending.push(lib.withFileLock(file, async () => {
+      rec({ i, who: 'taker', ev: 'enter' })
+      await sleep(300)
+      rec({ i, who: 'taker', ev: 'exit' })
+    }).then(() => rec({ i, who: 'taker', ev: 'resolved' }), (err) => rec({ i, who: 'taker', ev: 'rejected', code: err.code, message: err.message }))
+      .then(() => console.log('SETTLED ' + i)))
+  })
+  process.stdin.on('end', () => Promise.all(pending).then(() => console.log('DONE')))
+  console.log('READY')
+`
+
+/** Runs the rounds; returns per-round records { i, holder: {...events}, taker: {...events} }. */
+async function holdRounds({ holderKind, dirA, dirB, rounds = ROUNDS }) {
+  const log = path.join(localDir('hold'), 'events.jsonl')
+  const env = { NETFS_LOG: log }
+  const taker = node(TAKER, { args: [dirB], env })
+  await taker.line(/^READY$/)
+  const holder = node(holderKind === 'js' ? JS_HOLDER : NATIVE_HOLDER, { args: [dirA, rounds, HOLD_MS], env })
+  holder.onLine((l) => {
+    const m = /^ENTERED (\d+)$/.exec(l)
+    if (m) setTimeout(() => taker.send(m[1]), TAKER_DELAY)
+  })
+  taker.onLine((l) => {
+    const m = /^SETTLED (\d+)$/.exec(l)
+    if (m) holder.send(m[1])
+  })
+  const h = await holder.done
+  taker.end()
+  const tk = await taker.done
+  assert.equal(h.code, 0, `holder: ${h.err}`)
+  assert.equal(tk.code, 0, `taker: ${tk.err}`)
+  const byRound = Array.from({ length: rounds }, (_, i) => ({ i, holder: {}, taker: {} }))
+  for (const e of readLog(log)) byRound[e.i][e.who][e.ev] = e
+  return byRound
+}
+
+function judgeHoldRounds(t, label, rounds) {
+  const overlaps = rounds.filter(({ holder: h, taker: k }) => k.enter && h.enter && k.enter.t < (h.exit?.t ?? Infinity) && h.enter.t < (k.exit?.t ?? Infinity))
+  const takerOutcomes = {}
+  const holderOutcomes = {}
+  for (const { holder: h, taker: k } of rounds) {
+    const ko = k.rejected ? `rejected ${k.rejected.code}` : k.resolved ? 'resolved' : 'none'
+    const ho = h.compromised ? `compromised ${h.compromised.code}` : h.rejected ? `rejected ${h.rejected.code}` : h.resolved ? 'resolved' : 'none'
+    takerOutcomes[ko] = (takerOutcomes[ko] ?? 0) + 1
+    holderOutcomes[ho] = (holderOutcomes[ho] ?? 0) + 1
+  }
+  const entries = overlaps.map(({ holder: h, taker: k }) => ((k.enter.t - h.enter.t) / 1000).toFixed(2))
+  t.diagnostic(
+    `${label}: ${overlaps.length}/${rounds.length} rounds overlapped` +
+      (overlaps.length ? ` (taker entered ${entries.join(', ')} s after the holder)` : '') +
+      `; taker: ${JSON.stringify(takerOutcomes)}; holder: ${JSON.stringify(holderOutcomes)}`,
+  )
+  for (const { i, holder: h, taker: k } of rounds) {
+    assert.ok(h.enter, `round ${i}: the holder got its lock (${JSON.stringify(h)})`)
+    assert.ok(k.start, `round ${i}: the taker was started`)
+  }
+  assert.equal(overlaps.length, 0, `${label}: both inside at once in ${overlaps.length}/${rounds.length} rounds`)
+  for (const { i, holder: h, taker: k } of rounds) {
+    assert.equal(k.rejected?.code, 'ELOCKED', `round ${i}: the taker fails with ELOCKED (${JSON.stringify(k)})`)
+    // After its retries (B17: ~3.3 s), not at once for some other reason.
+    assert.ok(k.rejected.t - k.start.t >= RETRY - 100, `round ${i}: ELOCKED after ${k.rejected.t - k.start.t} ms, before the retries were spent`)
+    assert.ok(h.resolved && !h.compromised && !h.rejected, `round ${i}: the holder finishes normally (${JSON.stringify(h)})`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CAS counters: writers on both sides bump one entry's counter (read → bump → CAS, retried on
+// false and on ELOCKED). Every increment must survive.
+
+const INCREMENTER = `${PRELUDE}
+  const [agentDir, id, n, mode] = process.argv.slice(1)
+  const bump = (e) => ({ ...e, taskRef: String(Number(e.taskRef) + 1), heartbeatAt: new Date().toISOString() })
+  ;(async () => {
+    let done = 0, conflicts = 0, locked = 0, unreadable = 0, compromised = 0
+    while (done < Number(n)) {
+      const cur = await lib.readEntry(agentDir, id)
+      // Through sshfs a file replaced through the other mount can read torn for up to its
+      // attribute cache's 20 s (the new content cut at the old cached size): readEntry then
+      // answers undefined. Not a lost update; read again.
+      if (cur === undefined) {
+        unreadable++
+        await sleep(50)
+        continue
+      }
+      const sync = mode === 'sync' || (mode === 'mixed' && done % 2 === 1)
+      try {
+        const ok = sync ? lib.writeEntryIfUnchangedSync(agentDir, cur, bump(cur)) : await lib.writeEntryIfUnchanged(agentDir, id, cur, bump(cur))
+        if (ok) done++
+        else conflicts++
+      } catch (err) {
+        // ECOMPROMISED: robbed of its lock, it did not commit (counted; the judge wants 0).
+        if (err.code === 'ELOCKED') locked++
+        else if (err.code === 'ECOMPROMISED') compromised++
+        else throw err
+      }
+    }
+    console.log(JSON.stringify({ conflicts, locked, unreadable, compromised }))
+  })().catch((err) => { console.error(err); process.exit(2) })
+`
+
+/** `views`: the one agentDir as each writer sees it (e.g. through mount A and mount B). */
+async function casCounters(t, { label, views, serverView, mode, perWriter }) {
+  const e = makeEntry('worker', `cas-${mode}`, { taskRef: '0' })
+  const lib = require('../lib/index.js')
+  await lib.writeEntry(views[0], e)
+  const writers = views.map((v) => node(INCREMENTER, { args: [v, e.entryId, perWriter, mode] }))
+  const results = await Promise.all(writers.map((w) => w.done))
+  for (const [k, r] of results.entries()) assert.equal(r.code, 0, `writer ${k}: ${r.err}`)
+  const stats = results.map((r) => r.out.trim()).join(' ')
+  const file = path.join(serverView, 'state', 'process-matrix', `${e.entryId}.json`)
+  const final = JSON.parse(fs.readFileSync(file, 'utf8'))
+  const expected = views.length * perWriter
+  t.diagnostic(`${label}: ${Number(final.taskRef)}/${expected} increments kept; writers ${stats}`)
+  assert.equal(Number(final.taskRef), expected, `${label}: ${expected - Number(final.taskRef)} increments lost`)
+  const robbed = results.reduce((n, r) => n + JSON.parse(r.out).compromised, 0)
+  assert.equal(robbed, 0, `${label}: ${robbed} CAS calls were robbed of their lock (ECOMPROMISED)`)
+  assert.deepEqual(fs.readdirSync(path.dirname(file)), [`${e.entryId}.json`], 'no lock directory or temp file left')
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash takeover: a holder inside withFileLock is SIGKILLed; then a taker on the other side,
+// looping on withFileLock / withFileLockSync / writeEntry (each retrying per B17/B18 and
+// failing with ELOCKED), must get in within the threshold — and not before it.
+
+// fn's promise stays reachable (a timer holds its resolver): an unreachable one lets the GC
+// collect the native held lock, which then releases it (seen on Node 24 within a second).
+const CRASH_HOLDER_NATIVE = `${PRELUDE}
+  const [file] = process.argv.slice(1)
+  lib.withFileLock(file, () => { console.log('HOLDING'); return new Promise((r) => setTimeout(r, 1e9)) })
+`
+const CRASH_HOLDER_JS = `${PRELUDE}
+  const lockfile = require(${LOCKFILE})
+  const [file] = process.argv.slice(1)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  lockfile.lock(file, JS_LOCK).then(() => console.log('HOLDING'))
+  setInterval(() => {}, 1e6)
+`
+const CRASH_TAKER = `${PRELUDE}
+  const [file, kind, optionsJson, giveUpMs] = process.argv.slice(1)
+  const options = JSON.parse(optionsJson)
+  onLine(async () => {
+    const start = Date.now()
+    let calls = 0
+    for (;;) {
+      calls++
+      try {
+        if (kind === 'sync') lib.withFileLockSync(file, () => {}, options)
+        else if (kind === 'store') {
+          // file is an entry path: <agentDir>/state/process-matrix/<id>.json
+          const agentDir = path.resolve(path.dirname(file), '..', '..')
+          await lib.writeEntry(agentDir, JSON.parse(process.env.NETFS_ENTRY))
+        } else await lib.withFileLock(file, () => {}, options)
+        break
+      } catch (err) {
+        if (err.code !== 'ELOCKED') { console.log(JSON.stringify({ error: err.code, message: err.message })); process.exit(0) }
+      }
+      if (Date.now() - start > Number(giveUpMs)) { console.log(JSON.stringify({ gaveUp: Date.now() - start, calls })); process.exit(0) }
+    }
+    console.log(JSON.stringify({ startedAt: start, enteredAt: Date.now(), calls }))
+    process.exit(0)
+  })
+  console.log('READY')
+`
+
+/**
+ * One crash round. `holderFile` and `takerFile` are the same target as the holder and the
+ * taker see it; `serverFile` as the folder's own machine sees it (where the lock directory's
+ * mtime is read exactly once the holder is dead). Resolves the instants (Date.now(), one
+ * clock for all processes here): killedAt, startedAt (the taker's first try), enteredAt,
+ * lockMtime, and the taker's number of calls.
+ */
+async function crashTakeover({ holderKind = 'native', takerKind = 'async', holderFile, takerFile, serverFile, takerEnv = {}, options = {}, giveUpMs, waiting = false, onKilled = () => {} }) {
+  const e = makeEntry('worker', 'crash')
+  const taker = node(CRASH_TAKER, {
+    args: [takerFile, takerKind, JSON.stringify(options), giveUpMs],
+    env: { NETFS_ENTRY: JSON.stringify({ ...e, entryId: path.basename(takerFile, '.json') }), ...takerEnv },
+  })
+  await taker.line(/^READY$/)
+  const holder = node(holderKind === 'js' ? CRASH_HOLDER_JS : CRASH_HOLDER_NATIVE, { args: [holderFile] })
+  await holder.line(/^HOLDING$/)
+  // `waiting`: the taker already tries (and sees the live lock) before the holder dies.
+  if (waiting) taker.send('go')
+  // Dies mid-hold, after at least one refresh of its lock.
+  await sleep(1300)
+  // The lock's mtime, read where it lives (exact): after the death; a waiting taker may have
+  // taken it over (wrongly) by then, and the reading just before the death stands in.
+  const mtime = () => {
+    try {
+      return fs.statSync(`${serverFile}.lock`).mtimeMs
+    } catch (err) {
+      if (!waiting) throw new Error(`the dead holder's lock directory: ${err.message}`)
+    }
+  }
+  const mtimeBefore = mtime()
+  const killedAt = Date.now()
+  holder.child.kill('SIGKILL')
+  await holder.done
+  const lockMtime = mtime() ?? mtimeBefore
+  if (!waiting) taker.send('go')
+  onKilled()
+  const r = await taker.done
+  assert.equal(r.code, 0, r.err)
+  const outcome = JSON.parse(r.out.trim().split('\n').pop())
+  assert.ok(outcome.enteredAt, `the taker never got the lock: ${JSON.stringify(outcome)}`)
+  return { killedAt, lockMtime, ...outcome }
+}
+
+/**
+ * Every case's measurement is reported first, then each is judged. `cases`: [label, settled
+ * crashTakeover outcome, window(v) → the earliest and latest instants the taker may get in].
+ */
+function judgeCrashes(t, cases) {
+  const s = (ms) => `${(ms / 1000).toFixed(2)} s`
+  for (const [label, r, window] of cases) {
+    if (r.status === 'rejected') {
+      t.diagnostic(`${label}: ${r.reason.message}`)
+      continue
+    }
+    const v = r.value
+    const [lo, hi] = window(v)
+    const age = v.lockMtime === undefined ? '' : `; lock mtime ${s(v.killedAt - v.lockMtime)} old at the kill`
+    t.diagnostic(`${label}: taker got the lock ${s(v.enteredAt - v.killedAt)} after the kill (${v.calls} calls)${age}; allowed ${s(lo - v.killedAt)}–${s(hi - v.killedAt)}`)
+  }
+  for (const [label, r, window] of cases) {
+    if (r.status === 'rejected') throw r.reason
+    const v = r.value
+    const [lo, hi] = window(v)
+    assert.ok(v.enteredAt >= lo, `${label}: taken over ${v.enteredAt - v.killedAt} ms after the holder's death, ${lo - v.enteredAt} ms before the threshold`)
+    assert.ok(v.enteredAt <= hi, `${label}: taken over ${v.enteredAt - v.killedAt} ms after the holder's death, ${v.enteredAt - hi} ms later than allowed`)
+  }
+}
+
+/**
+ * Network rule. Earliest: once the dead holder's lock has gone unrefreshed for stale + bound,
+ * its last refresh being at most 1 s before the mtime the server keeps (mtimes rounded up to a
+ * whole second, L2/L5). Whether the taker counts that time on its own clock from its first
+ * sight of the lock or from the mtime, nothing it saw through a cache can bring it earlier.
+ * Latest, for a taker starting after the death (it sees the final mtime at its first try):
+ * stale + bound after that try, + 1 s (mtime ahead) + its retries.
+ */
+const earliest = (v, stale, bound) => v.lockMtime - FUTURE + stale + bound - CLOCK_SLACK
+const networkWindow = (stale, bound) => (v) => [earliest(v, stale, bound), v.startedAt + stale + bound + FUTURE + RETRY]
+
+// A measured clock reading in the taker can precede ours by a millisecond or so.
+const CLOCK_SLACK = 50
+
+// ---------------------------------------------------------------------------------------------
+// Paused holder: SIGSTOP longer than `stale` while a JS (original) taker on the other side
+// takes the lock over and writes; after SIGCONT the native holder must fail (ECOMPROMISED).
+
+async function untilStopped(pids) {
+  for (let i = 0; i < 1000; i++) {
+    if (pids.every((p) => procState(p) === 'T')) return
+    await sleep(10)
+  }
+  throw new Error(`not all stopped: ${pids.map((p) => `${p}:${procState(p)}`).join(' ')}`)
+}
+
+/** A JS (proper-lockfile) process that takes every target over once it looks stale to it. */
+function jsTaker(targets, mode) {
+  const script = `${PRELUDE}
+    const lockfile = require(${LOCKFILE})
+    const targets = ${JSON.stringify(targets)}
+    Promise.all(targets.map(async (t) => {
+      if (${JSON.stringify(mode)} === 'store') await lib.writeEntry(t.agentDir, t.entry)
+      else {
+        const release = await lockfile.lock(t.file, { realpath: false, stale: undefined, retries: { retries: 60, minTimeout: 100, maxTimeout: 100, factor: 1 } })
+        fs.writeFileSync(t.file, 'taker')
+        await release()
+      }
+    })).then(() => console.log('TAKEN'), (e) => { console.error(e); process.exit(1) })`
+  return node(script, { env: { PI_NATIVE_BACKEND: 'js' } })
+}
+
+const COMPROMISED = { code: 'ECOMPROMISED', message: 'Unable to update lock within the stale threshold' }
+
+/**
+ * The JS taker may get in sooner than 2 s after the stop (it judges an mtime cut to whole
+ * seconds, through a cache): the pause is made longer than `stale` anyway, so that the holder
+ * has certainly gone without a refresh for the whole threshold when it resumes.
+ */
+const pastStale = (stoppedAt) => sleep(Math.max(0, stoppedAt + STALE + 500 - Date.now()))
+
+async function pausedWithFileLock(t, { sync, dirA, dirB, serverDir, rounds }) {
+  // Async: all rounds in one process, stopped once every fn is inside. Sync: a process each.
+  const holders = []
+  const files = Array.from({ length: rounds }, (_, i) => `paused-${sync ? 'sync' : 'async'}-${i}.txt`)
+  if (sync) {
+    for (const f of files) {
+      const script = `${PRELUDE}
+        const file = path.join(process.argv[1], ${JSON.stringify(f)})
+        Promise.resolve().then(() => lib.withFileLockSync(file, () => { fs.writeFileSync(file, 'holder'); process.kill(process.pid, 'SIGSTOP'); return 'fn-result' }))
+          .then((r) => console.log(JSON.stringify([{ resolved: r }])), (err) => console.log(JSON.stringify([{ code: err.code, message: err.message }])))`
+      holders.push(node(script, { args: [dirA] }))
+    }
+  } else {
+    const script = `${PRELUDE}
+      const files = ${JSON.stringify(files)}
+      let inside = 0, resume
+      const resumed = new Promise((r) => (resume = r))
+      Promise.all(files.map((f) => {
+        const file = path.join(process.argv[1], f)
+        return lib.withFileLock(file, async () => {
+          fs.writeFileSync(file, 'holder')
+          if (++inside === files.length) { process.kill(process.pid, 'SIGSTOP'); resume() }
+          await resumed
+          return 'fn-result'
+        }).then((r) => ({ resolved: r }), (err) => ({ code: err.code, message: err.message }))
+      })).then((all) => console.log(JSON.stringify(all)))`
+    holders.push(node(script, { args: [dirA] }))
+  }
+  await untilStopped(holders.map((h) => h.child.pid))
+  const stoppedAt = Date.now()
+  const taker = jsTaker(files.map((f) => ({ file: path.join(dirB, f) })), 'lock')
+  const taken = await taker.done
+  assert.equal(taken.code, 0, taken.err)
+  await pastStale(stoppedAt)
+  const pausedMs = Date.now() - stoppedAt
+  for (const h of holders) h.child.kill('SIGCONT')
+  const outcomes = []
+  for (const h of holders) {
+    const r = await h.done
+    assert.equal(r.code, 0, r.err)
+    outcomes.push(...JSON.parse(r.out))
+  }
+  const summary = {}
+  for (const o of outcomes) summary[o.code ?? `resolved ${o.resolved}`] = (summary[o.code ?? `resolved ${o.resolved}`] ?? 0) + 1
+  t.diagnostic(`withFileLock${sync ? 'Sync' : ''}: paused ${(pausedMs / 1000).toFixed(1)} s while a JS taker took over; holders: ${JSON.stringify(summary)}`)
+  for (const [i, o] of outcomes.entries()) assert.deepEqual(o, COMPROMISED, `round ${i}: a robbed holder must not resolve`)
+  for (const f of files) assert.equal(fs.readFileSync(path.join(serverDir, f), 'utf8'), 'taker')
+}
+
+async function pausedCas(t, { sync, viewA, viewB, serverView, rounds }) {
+  // Each round: an agentDir of its own; the holder stops itself between its compare and its
+  // rename (PI_NATIVE_TEST_STOP_BEFORE_COMMIT), a JS store writer takes over and writes.
+  const holders = []
+  const rs = []
+  for (let i = 0; i < rounds; i++) {
+    const sub = `paused-cas-${sync ? 'sync' : 'async'}-${i}`
+    const running = makeEntry('worker', `p${i}`, { pid: 1000 + i })
+    const mdir = path.join(serverView, sub, 'state', 'process-matrix')
+    fs.mkdirSync(mdir, { recursive: true })
+    fs.writeFileSync(path.join(mdir, `${running.entryId}.json`), JSON.stringify(running, null, '\t') + '\n')
+    const call = sync ? `Promise.resolve().then(() => lib.writeEntryIfUnchangedSync(a, e, { ...e, status: 'closed' }))` : `lib.writeEntryIfUnchanged(a, e.entryId, e, { ...e, status: 'closed' })`
+    const script = `${PRELUDE}
+      const a = process.argv[1]
+      const e = ${JSON.stringify(running)}
+      ${call}.then((r) => console.log(JSON.stringify({ resolved: r })), (err) => console.log(JSON.stringify({ code: err.code, message: err.message })))`
+    rs.push({ sub, running, mdir })
+    holders.push(node(script, { args: [path.join(viewA, sub)], env: { PI_NATIVE_TEST_STOP_BEFORE_COMMIT: '1' } }))
+  }
+  await untilStopped(holders.map((h) => h.child.pid))
+  const stoppedAt = Date.now()
+  const takerEntry = (r) => ({ ...r.running, pid: 9000, heartbeatAt: '2026-12-02T00:00:09.000Z' })
+  const taker = jsTaker(rs.map((r) => ({ agentDir: path.join(viewB, r.sub), entry: takerEntry(r) })), 'store')
+  const taken = await taker.done
+  assert.equal(taken.code, 0, taken.err)
+  await pastStale(stoppedAt)
+  for (const h of holders) h.child.kill('SIGCONT')
+  const outcomes = []
+  for (const h of holders) {
+    const r = await h.done
+    assert.equal(r.code, 0, r.err)
+    outcomes.push(JSON.parse(r.out))
+  }
+  const summary = {}
+  for (const o of outcomes) summary[o.code ?? `resolved ${o.resolved}`] = (summary[o.code ?? `resolved ${o.resolved}`] ?? 0) + 1
+  const kept = rs.filter((r) => fs.readFileSync(path.join(r.mdir, `${r.running.entryId}.json`), 'utf8') === JSON.stringify(takerEntry(r), null, '\t') + '\n').length
+  t.diagnostic(`writeEntryIfUnchanged${sync ? 'Sync' : ''} paused before its rename: holders ${JSON.stringify(summary)}; taker's entry kept in ${kept}/${rounds}`)
+  for (const [i, o] of outcomes.entries()) assert.deepEqual(o, COMPROMISED, `round ${i}: a robbed CAS must not commit`)
+  assert.equal(kept, rounds, "the taker's entry survives every round")
+  for (const r of rs) assert.deepEqual(fs.readdirSync(r.mdir), [`${r.running.entryId}.json`], 'no lock or temp left')
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('issue 28: locks on a folder shared by machines', { concurrency: true }, () => {
+  describe('two machines: one folder through two default sshfs mounts', { concurrency: true, skip: NET_SKIP }, () => {
+    let m
+    let longPole
+    before(async () => {
+      m = await twoMounts({ label: 'netfs' })
+      adopt = m.adopt
+      longPole = startDefaultCrashes()
+      await longPole.killed
+    })
+    after(async () => {
+      killChildren()
+      if (m) await m.stop()
+    })
+    const A = (...p) => path.join(m.a, ...p)
+    const B = (...p) => path.join(m.b, ...p)
+    const S = (...p) => path.join(m.shared, ...p)
+
+    // A writer already waiting through mount B while the holder lived: what it saw of the
+    // live lock came through sshfs's cache, so it may see the final mtime only up to 20 s
+    // after the death. A 25 s bound (still above sshfs's 20 s) keeps it within the 62 s of the
+    // others.
+    const WAITING_BOUND = 25_000
+    /** The default-bound crash cases: `killed` once every holder is dead; `settled` at the end. */
+    function startDefaultCrashes() {
+      const cases = [
+        ['native holder, withFileLock taker', { holderKind: 'native', takerKind: 'async', name: 'crash-async.txt' }],
+        ['native holder, withFileLockSync taker', { holderKind: 'native', takerKind: 'sync', name: 'crash-sync.txt' }],
+        ['JS holder, withFileLock taker', { holderKind: 'js', takerKind: 'async', name: 'crash-js.txt' }],
+        ['native holder, writeEntry taker', { holderKind: 'native', takerKind: 'store', name: 'state/process-matrix/worker-crash-store.json' }],
+      ]
+      const giveUpMs = STALE + BOUND + SSHFS_CACHE + 10_000
+      const kills = []
+      const run = (c) => {
+        let killed
+        kills.push(new Promise((r) => (killed = r)))
+        const p = crashTakeover({ ...c, holderFile: A('crash', c.name), takerFile: B('crash', c.name), serverFile: S('crash', c.name), giveUpMs, onKilled: killed })
+        p.catch(killed) // a case that failed early does not hold the others up
+        return p
+      }
+      const all = [run({ name: 'crash-waiting.txt', waiting: true, takerEnv: { PI_NATIVE_ATTRIBUTE_CACHE_MS: String(WAITING_BOUND) } }), ...cases.map(([, c]) => run(c))]
+      return { cases, killed: Promise.all(kills), settled: Promise.allSettled(all) }
+    }
+
+    // It takes 62 s by design: started first (in `before`, up to the kills), judged by its
+    // test; everything else runs meanwhile.
+    test('crash takeover: a holder SIGKILLed through mount A; a writer through mount B gets in after stale + 60 s bound, within it + 1 s + its retries', async (t) => {
+      const { cases, settled } = longPole
+      const [waiting, ...results] = await settled
+      judgeCrashes(t, [
+        ...cases.map(([label], k) => [label, results[k], networkWindow(STALE, BOUND)]),
+        [
+          `native holder, withFileLock taker already waiting (bound ${WAITING_BOUND} ms)`,
+          waiting,
+          (v) => [earliest(v, STALE, WAITING_BOUND), v.killedAt + SSHFS_CACHE + STALE + WAITING_BOUND + FUTURE + RETRY],
+        ],
+      ])
+    })
+
+    test('crash takeover honours PI_NATIVE_ATTRIBUTE_CACHE_MS and the attributeCacheMs option', async (t) => {
+      const run = (name, more) => crashTakeover({ holderFile: A('cfg', name), takerFile: B('cfg', name), serverFile: S('cfg', name), giveUpMs: 30_000, ...more })
+      const [env, opt] = await Promise.allSettled([run('env.txt', { takerEnv: { PI_NATIVE_ATTRIBUTE_CACHE_MS: '3000' } }), run('opt.txt', { options: { stale: 3000, attributeCacheMs: 4000 } })])
+      judgeCrashes(t, [
+        ['env PI_NATIVE_ATTRIBUTE_CACHE_MS=3000', env, networkWindow(STALE, 3000)],
+        ['options { stale: 3000, attributeCacheMs: 4000 }', opt, networkWindow(3000, 4000)],
+      ])
+    })
+
+    for (const holderKind of ['native', 'js']) {
+      test(`hold rounds (${ROUNDS}): ${holderKind} holder through mount A for 6 s, native taker through mount B 0.5 s later: never both inside; ELOCKED`, async (t) => {
+        const rounds = await holdRounds({ holderKind, dirA: A(`hold-${holderKind}`), dirB: B(`hold-${holderKind}`) })
+        judgeHoldRounds(t, `sshfs ${holderKind}/native`, rounds)
+      })
+    }
+
+    for (const mode of ['async', 'sync', 'mixed']) {
+      test(`CAS counters (${mode}): 4 writers, 2 through each mount: 0 increments lost`, async (t) => {
+        const sub = `cas-${mode}`
+        await casCounters(t, { label: `sshfs ${mode}`, views: [A(sub), A(sub), B(sub), B(sub)], serverView: S(sub), mode, perWriter: 25 })
+      })
+    }
+
+    for (const sync of [false, true]) {
+      test(`paused holder: withFileLock${sync ? 'Sync' : ''} through mount A stopped past stale while a JS taker through mount B takes over: ECOMPROMISED`, { skip: NO_SIGSTOP }, async (t) => {
+        await pausedWithFileLock(t, { sync, dirA: A('paused'), dirB: B('paused'), serverDir: S('paused'), rounds: sync ? 3 : 10 })
+      })
+      test(`paused holder: writeEntryIfUnchanged${sync ? 'Sync' : ''} through mount A stopped before its rename while a JS writer through mount B takes over: ECOMPROMISED, the taker's entry kept`, { skip: NO_SIGSTOP }, async (t) => {
+        await pausedCas(t, { sync, viewA: m.a, viewB: m.b, serverView: m.shared, rounds: sync ? 3 : 5 })
+      })
+    }
+  })
+
+  describe('one machine: a local folder keeps the 2 s rule', { concurrency: true }, () => {
+    const dir = localDir('local')
+
+    test('crash takeover: a writer gets a SIGKILLed holder\'s lock once its mtime is 2 s old (1-2 s after the kill), within its retries', { skip: EMULATED }, async (t) => {
+      const cases = [
+        ['native holder, withFileLock taker', { holderKind: 'native', takerKind: 'async', name: 'crash-async.txt' }],
+        ['native holder, withFileLockSync taker', { holderKind: 'native', takerKind: 'sync', name: 'crash-sync.txt' }],
+        ['JS holder, withFileLock taker', { holderKind: 'js', takerKind: 'async', name: 'crash-js.txt' }],
+        ['native holder, writeEntry taker', { holderKind: 'native', takerKind: 'store', name: 'state/process-matrix/worker-crash-store.json' }],
+      ]
+      const results = await Promise.allSettled(
+        cases.map(([, c]) => {
+          const file = path.join(dir, 'crash', c.name)
+          return crashTakeover({ ...c, holderFile: file, takerFile: file, serverFile: file, giveUpMs: 20_000 })
+        }),
+      )
+      // L3: stale once the mtime is more than 2 s old (exact here: a local mtime), and taken
+      // within the taker's retries after that (or after its first try, if later).
+      const window = (v) => [v.lockMtime + STALE - CLOCK_SLACK, Math.max(v.lockMtime + STALE, v.startedAt) + RETRY]
+      judgeCrashes(t, cases.map(([label], k) => [label, results[k], window]))
+    })
+
+    test('PI_NATIVE_LOCK_FS=network on a local folder: the network rule (stale + PI_NATIVE_ATTRIBUTE_CACHE_MS)', { skip: EMULATED }, async (t) => {
+      const file = path.join(dir, 'forced', 'net.txt')
+      const [r] = await Promise.allSettled([crashTakeover({ holderFile: file, takerFile: file, serverFile: file, takerEnv: { PI_NATIVE_LOCK_FS: 'network', PI_NATIVE_ATTRIBUTE_CACHE_MS: '3000' }, giveUpMs: 20_000 })])
+      judgeCrashes(t, [['PI_NATIVE_LOCK_FS=network, bound 3000', r, networkWindow(STALE, 3000)]])
+    })
+
+    for (const holderKind of ['native', 'js']) {
+      test(`hold rounds (${ROUNDS}): ${holderKind} holder for 6 s, native taker 0.5 s later: never both inside; ELOCKED`, { skip: EMULATED }, async (t) => {
+        const d = path.join(dir, `hold-${holderKind}`)
+        judgeHoldRounds(t, `local ${holderKind}/native`, await holdRounds({ holderKind, dirA: d, dirB: d }))
+      })
+    }
+
+    for (const mode of ['async', 'sync', 'mixed']) {
+      test(`CAS counters (${mode}): 4 writers: 0 increments lost`, async (t) => {
+        const d = path.join(dir, `cas-${mode}`)
+        await casCounters(t, { label: `local ${mode}`, views: [d, d, d, d], serverView: d, mode, perWriter: 25 })
+      })
+    }
+  })
+})
