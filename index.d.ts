@@ -64,8 +64,8 @@ export declare function atomicWriteSync(filePath: string, content: string | Uint
 
 /**
  * Whether `dir` is on a network or FUSE file system, where notifications miss other
- * machines' changes (its folder watch then also polls): the answer the lock protocol uses too
- * ([`fs_kind::is_remote`]); `null` when `dir` cannot be looked at.
+ * machines' changes (its folder watch then also polls): the lock protocol's answer
+ * (`platform::fs_kind`); `null` when `dir` cannot be looked at.
  */
 export declare function dirIsRemote(dir: string): Promise<boolean | null>
 

@@ -427,7 +427,7 @@ test('native: the folder scan and the remote test of the addon', async () => {
   rmTree(a)
 })
 
-test('js backend: its network and FUSE file systems are the addon's (src/platform/fs_kind/linux.rs)', () => {
+test('js backend: its network and FUSE file systems are those of the addon (src/platform/fs_kind/linux.rs)', () => {
   const src = fs.readFileSync(path.join(root, 'src', 'platform', 'fs_kind', 'linux.rs'), 'utf8')
   const table = src.slice(src.indexOf('const REMOTE:'), src.indexOf('];', src.indexOf('const REMOTE:')))
   const magics = [...table.matchAll(/\(\s*(0x[0-9a-f_]+)\s*,/gi)].map((m) => Number(m[1].replaceAll('_', '')))

@@ -237,8 +237,8 @@ fn not_a_directory() -> i32 {
 }
 
 /// Whether `dir` is on a network or FUSE file system, where notifications miss other
-/// machines' changes (its folder watch then also polls): the answer the lock protocol uses too
-/// ([`fs_kind::is_remote`]); `null` when `dir` cannot be looked at.
+/// machines' changes (its folder watch then also polls): the lock protocol's answer
+/// (`platform::fs_kind`); `null` when `dir` cannot be looked at.
 #[napi(catch_unwind, ts_return_type = "Promise<boolean | null>")]
 pub fn dir_is_remote(env: &Env, dir: String) -> Result<PromiseRaw<'_, Option<bool>>> {
     on_pool(
