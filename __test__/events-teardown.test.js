@@ -63,7 +63,7 @@ test('native: a terminated worker takes its exit waits and entry watches along; 
   const workers = [0, 1].map(() => new Worker(WORKER, { eval: true, workerData: { lib: path.join(root, 'lib', 'native.js'), pids, agentDir } }))
   const messages = workers.map(() => [])
   workers.forEach((w, i) => w.on('message', (m) => messages[i].push(m)))
-    await Promise.all(workers.map((w) => new Promise((r) => w.once('message', r))))
+  await Promise.all(workers.map((w) => new Promise((r) => w.once('message', r))))
   // Two workers × (8 exit waits + 1 folder watch), plus the main thread's wait.
   assert.equal(binding.supervisionState().watches, before.watches + 19)
   assert.equal(binding.supervisionState().waiterRunning, true)
@@ -90,6 +90,25 @@ test('native: a terminated worker takes its exit waits and entry watches along; 
     }
     assert.deepEqual(now, resourcesBefore)
   }
+  fs.rmSync(agentDir, { recursive: true, force: true })
+})
+
+test('native: a worker holding the only watches stops the waiter (thread, descriptors) before terminate() resolves', async () => {
+  const kids = Array.from({ length: 4 }, () => liveChild())
+  await Promise.all(kids.map((k) => new Promise((r) => k.once('spawn', r))))
+  const agentDir = tempAgentDir()
+  const before = binding.supervisionState()
+  const resourcesBefore = osResources()
+  assert.equal(before.waiterRunning, false, 'no watch of another test is left')
+  const w = new Worker(WORKER, { eval: true, workerData: { lib: path.join(root, 'lib', 'native.js'), pids: kids.map((k) => k.pid), agentDir } })
+  await new Promise((r) => w.once('message', r))
+  assert.deepEqual(binding.supervisionState(), { watches: 5, waiterRunning: true })
+  if (resourcesBefore) assert.ok(osResources().threads === resourcesBefore.threads + 1, 'one waiter thread for every watch')
+  await w.terminate()
+  // Nothing to wait for: the teardown joined the thread and closed the descriptors.
+  assert.deepEqual(binding.supervisionState(), before)
+  if (resourcesBefore) assert.deepEqual(osResources(), resourcesBefore)
+  for (const k of kids) k.kill('SIGKILL')
   fs.rmSync(agentDir, { recursive: true, force: true })
 })
 

@@ -116,6 +116,48 @@ for (const [name, s] of backends()) {
     }
   })
 
+  test(`${name}: one signal shared by many waits and watches: one listener, no MaxListenersExceededWarning, all end`, async () => {
+    const kids = Array.from({ length: 3 }, () => liveChild())
+    await Promise.all(kids.map((k) => new Promise((r) => k.once('spawn', r))))
+    const warnings = []
+    const onWarning = (w) => warnings.push(w)
+    process.on('warning', onWarning)
+    const a = tempAgentDir()
+    const before = name === 'native' ? binding.supervisionState().watches : 0
+    try {
+      const ac = new AbortController()
+      const { getEventListeners } = require('node:events')
+      const waits = []
+      for (let i = 0; i < 30; i++) waits.push(s.waitForProcessExit(kids[i % kids.length].pid, { signal: ac.signal }))
+      const watches = Array.from({ length: 12 }, () => s.watchEntries(a, { signal: ac.signal }))
+      assert.equal(getEventListeners(ac.signal, 'abort').length, 1)
+      // One wait ending on its own leaves the others listening.
+      kids[0].kill('SIGKILL')
+      for (let i = 0; i < waits.length; i += kids.length) assert.deepEqual(await within(waits[i], 5000), { value: true })
+      assert.equal(getEventListeners(ac.signal, 'abort').length, 1)
+      const reason = new Error('stop them all')
+      ac.abort(reason)
+      for (let i = 0; i < waits.length; i++) {
+        if (i % kids.length !== 0) assert.deepEqual(await within(waits[i], 1000), { error: reason })
+      }
+      for (const it of watches) await assert.rejects(it.next(), (e) => e === reason)
+      assert.equal(getEventListeners(ac.signal, 'abort').length, 0)
+      // A signal whose every wait ended keeps no listener.
+      const ac2 = new AbortController()
+      const w2 = s.waitForProcessExit(kids[1].pid, { signal: ac2.signal })
+      kids[1].kill('SIGKILL')
+      assert.deepEqual(await within(w2, 5000), { value: true })
+      assert.equal(getEventListeners(ac2.signal, 'abort').length, 0)
+      await sleep(10)
+      assert.deepEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning'), [])
+      if (name === 'native') assert.equal(binding.supervisionState().watches, before)
+    } finally {
+      process.off('warning', onWarning)
+      for (const k of kids) k.kill('SIGKILL')
+      rmTree(a)
+    }
+  })
+
   test(`${name}: invalid targets and options reject with a TypeError naming them (never throw)`, async () => {
     const bad = [0, -1, 1.5, 2 ** 31, NaN, '123', null, undefined, {}, { pid: 1 }, { pid: 0, startTimeMs: 1 }, { pid: 1, startTimeMs: NaN }, [1]]
     for (const target of bad) {

@@ -1,5 +1,5 @@
 'use strict'
-// Supervision events (issue 29), shared by both backends: `waitForProcessExit` (its promise,
+// Supervision events, shared by both backends: `waitForProcessExit` (its promise,
 // AbortSignal, `ref`, and the probing fallback) and `watchEntries` (its async iterable, the
 // folders on the way to a matrix folder that does not exist yet, the coalescing per entry, and
 // the polling of folders whose notifications miss other machines' changes). A backend supplies:
@@ -70,6 +70,35 @@ function watchOptions(options) {
   return { signal: abortSignal(options.signal) }
 }
 
+/** signal → { fns, listener }: the one 'abort' listener of each signal in use (see onAbort). */
+const abortCallbacks = new WeakMap()
+
+/**
+ * Call `fn` when `signal` aborts; the returned function stops that. However many waits and
+ * watches share a signal (a supervisor often ends all of its own with one), the signal gets one
+ * listener: Node warns (MaxListenersExceededWarning) past ten on one AbortSignal.
+ */
+function onAbort(signal, fn) {
+  let entry = abortCallbacks.get(signal)
+  if (entry === undefined) {
+    const fns = new Set()
+    const listener = () => {
+      abortCallbacks.delete(signal)
+      for (const f of fns) f()
+    }
+    entry = { fns, listener }
+    abortCallbacks.set(signal, entry)
+    signal.addEventListener('abort', listener, { once: true })
+  }
+  const mine = entry
+  mine.fns.add(fn)
+  return () => {
+    if (!mine.fns.delete(fn) || mine.fns.size > 0 || abortCallbacks.get(signal) !== mine) return
+    abortCallbacks.delete(signal)
+    signal.removeEventListener('abort', mine.listener)
+  }
+}
+
 // ---- waitForProcessExit ------------------------------------------------------------------------
 
 /**
@@ -112,7 +141,7 @@ function createExitWaits({ exitWatch, ended }) {
       probed.delete(w)
       probeTimer()
     }
-    if (w.signal) w.signal.removeEventListener('abort', w.onAbort)
+    w.offAbort?.()
     if (exited) w.resolve(true)
     else w.reject(w.signal.reason)
   }
@@ -153,7 +182,7 @@ function createExitWaits({ exitWatch, ended }) {
         id = exitWatch.add(pid, startTimeMs)
       }
       if (id === 0 || (id < 0 && ended(pid, startTimeMs))) return Promise.resolve(true)
-      const w = { pid, startTimeMs, ref, signal, id, resolve: null, reject: null, onAbort: null }
+      const w = { pid, startTimeMs, ref, signal, id, resolve: null, reject: null, offAbort: null }
       const promise = new Promise((resolve, reject) => {
         w.resolve = resolve
         w.reject = reject
@@ -166,8 +195,7 @@ function createExitWaits({ exitWatch, ended }) {
         probeTimer()
       }
       if (signal) {
-        w.onAbort = () => done(w, false)
-        signal.addEventListener('abort', w.onAbort, { once: true })
+        w.offAbort = onAbort(signal, () => done(w, false))
       }
       return promise
     } catch (err) {
@@ -214,8 +242,7 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
   class EntryEvents {
     #agentDir
     #dir
-    #signal
-    #onAbort = null
+    #offAbort = null
     /** Entry ids to look at, in the order they were first noticed. */
     #pending = new Set()
     /** entryId → { exists, entry } last yielded. */
@@ -232,15 +259,13 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
     constructor(agentDir, signal) {
       this.#agentDir = agentDir
       this.#dir = path.resolve(processMatrixDir(agentDir))
-      this.#signal = signal
       if (!started) {
         dirWatch.start(onEvent)
         started = true
       }
       if (open++ === 0) dirWatch.ref(true)
       if (signal) {
-        this.#onAbort = () => this.#close(signal.reason)
-        signal.addEventListener('abort', this.#onAbort, { once: true })
+        this.#offAbort = onAbort(signal, () => this.#close(signal.reason))
       }
       this.#attach(false, true)
       if (!this.#closed) this.#checkRemote()
@@ -386,7 +411,7 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       }
       if (this.#poll !== null) clearInterval(this.#poll)
       this.#poll = null
-      if (this.#signal) this.#signal.removeEventListener('abort', this.#onAbort)
+      this.#offAbort?.()
       if (--open === 0) dirWatch.ref(false)
       this.#pending.clear()
       const wake = this.#wake
