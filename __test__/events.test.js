@@ -72,14 +72,17 @@ for (const [name, s] of backends()) {
     if (name === 'native') assert.equal(binding.supervisionState().watches, 0)
   })
 
-  test(`${name}: an ended process answers at once (reaped, zombie, pid now someone else)`, { skip: isWin && 'zombies and sh are Unix' }, async () => {
+  test(`${name}: an ended process answers at once (reaped, zombie, pid now someone else)`, async () => {
     const dead = await reapedPid()
     assert.deepEqual(await within(s.waitForProcessExit(dead), 50), { value: true })
-    const z = await zombie()
-    try {
-      assert.deepEqual(await within(s.waitForProcessExit(z.pid), 50), { value: true }, 'a zombie has ended')
-    } finally {
-      z.holder.kill('SIGKILL')
+    if (!isWin) {
+      // Zombies (and the sh that makes one) are Unix.
+      const z = await zombie()
+      try {
+        assert.deepEqual(await within(s.waitForProcessExit(z.pid), 50), { value: true }, 'a zombie has ended')
+      } finally {
+        z.holder.kill('SIGKILL')
+      }
     }
     const me = s.getProcessIdentity(process.pid)
     if (me) {
@@ -372,7 +375,10 @@ for (const [name, s] of backends()) {
     rmTree(a)
   })
 
-  test(`${name}: watchEntries waits for a folder that does not exist yet, and follows it when it is made again`, async () => {
+  // Wine keeps a removed folder that is watched (stat included) until its watch closes, and tells
+  // neither that watch nor its parent's before then: the removal cannot be followed there.
+  const wineKeepsWatchedFolders = process.env.PI_NATIVE_EMULATED === 'wine' && 'Wine: a watched folder removed stays, unannounced, until its watch closes'
+  test(`${name}: watchEntries waits for a folder that does not exist yet, and follows it when it is made again`, async (t) => {
     const a = path.join(tempAgentDir(), 'agent-not-yet')
     const ac = new AbortController()
     const c = collect(s.watchEntries(a, { signal: ac.signal }))
@@ -382,13 +388,17 @@ for (const [name, s] of backends()) {
       await s.writeEntry(a, e) // makes agent-not-yet/state/process-matrix
       await c.until((g) => g.length >= 1, 5000, 'the first entry')
       assert.deepEqual(c.got[0].entry, e)
-      // Windows (as with fs.watch) removes a watched folder once its watch lets go: rm retries.
-      fs.rmSync(path.join(a, 'state'), { recursive: true, maxRetries: 20, retryDelay: 50 })
-      await c.until((g) => g.some((x) => x.type === 'remove'), 5000, 'the removal with its folder')
-      await s.writeEntry(a, makeEntry('worker', 'again'))
-      await c.until((g) => g.some((x) => x.entryId === 'worker-again'), 5000, 'an entry in the new folder')
-      await s.writeEntry(a, { ...makeEntry('worker', 'again'), status: 'closed' })
-      await c.until((g) => g.some((x) => x.entry?.status === 'closed'), 5000, 'a change in the new folder')
+      if (wineKeepsWatchedFolders) {
+        t.skip(`the rest: ${wineKeepsWatchedFolders}`)
+      } else {
+        // Windows deletes a folder that is open (watched) only once it is closed: rm retries.
+        fs.rmSync(path.join(a, 'state'), { recursive: true, maxRetries: 20, retryDelay: 50 })
+        await c.until((g) => g.some((x) => x.type === 'remove'), 5000, 'the removal with its folder')
+        await s.writeEntry(a, makeEntry('worker', 'again'))
+        await c.until((g) => g.some((x) => x.entryId === 'worker-again'), 5000, 'an entry in the new folder')
+        await s.writeEntry(a, { ...makeEntry('worker', 'again'), status: 'closed' })
+        await c.until((g) => g.some((x) => x.entry?.status === 'closed'), 5000, 'a change in the new folder')
+      }
     } finally {
       ac.abort()
       await c.done
