@@ -1,5 +1,5 @@
 'use strict'
-// Supervision events (issue 29): how soon a death and an entry change are known, and what
+// Supervision events: how soon a death and an entry change are known, and what
 // watching costs while nothing happens. Run alone: `npm run bench -- events`.
 //
 //  - SIGKILL → waitForProcessExit settles, p50/p99: native (the kernel's notice) against the
@@ -19,6 +19,8 @@ const { makeEntry } = require('../__test__/store-fixtures.js')
 
 const LIB = path.join(__dirname, '..', 'lib', 'index.js')
 const HOST_INTERVAL_MS = Number(process.env.PI_NATIVE_BENCH_HOST_INTERVAL_MS ?? 25000)
+/** The quiet window measured before and after 1,000 waits are set up. */
+const IDLE_WINDOW_MS = 5000
 const now = () => performance.timeOrigin + performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -95,21 +97,23 @@ function idleCost(mode, pids, windowMs) {
     const pids = JSON.parse(process.argv[1])
     const sample = () => {
       let switches = 0
+      let waiter = 0 // the supervision waiter's own (thread name pi-native-supervise)
       const tasks = fs.readdirSync('/proc/self/task')
       for (const t of tasks) {
         const status = fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8')
-        switches += Number(/voluntary_ctxt_switches:\\s+(\\d+)/.exec(status)[1])
-        switches += Number(/nonvoluntary_ctxt_switches:\\s+(\\d+)/.exec(status)[1])
+        const n = Number(/voluntary_ctxt_switches:\\s+(\\d+)/.exec(status)[1]) + Number(/nonvoluntary_ctxt_switches:\\s+(\\d+)/.exec(status)[1])
+        switches += n
+        if (/^Name:\\s+pi-native-supe/m.test(status)) waiter += n
       }
       const cpu = process.cpuUsage()
-      return { threads: tasks.length, switches, cpuUs: cpu.user + cpu.system, at: performance.now() }
+      return { threads: tasks.length, switches, waiter, cpuUs: cpu.user + cpu.system, at: performance.now() }
     }
     const measure = async (ms) => {
       const a = sample()
       await new Promise((r) => setTimeout(r, ms))
       const b = sample()
       const s = (b.at - a.at) / 1000
-      return { threads: b.threads, switchesPerS: (b.switches - a.switches) / s, cpuMsPerS: (b.cpuUs - a.cpuUs) / 1000 / s }
+      return { threads: b.threads, switchesPerS: (b.switches - a.switches) / s, waiterSwitches: b.waiter - a.waiter, cpuMsPerS: (b.cpuUs - a.cpuUs) / 1000 / s }
     }
     ;(async () => {
       await new Promise((r) => setTimeout(r, 1000)) // start-up settles
@@ -120,7 +124,8 @@ function idleCost(mode, pids, windowMs) {
       } else {
         for (const pid of pids) lib.waitForProcessExit(pid, { signal: ac.signal, ref: false }).catch(() => {})
       }
-      await new Promise((r) => setTimeout(r, 1000))
+      // Start-up of the waits settles (and the garbage their set-up made is collected).
+      await new Promise((r) => setTimeout(r, 2000))
       const after = await measure(${windowMs})
       ac.abort()
       console.log(JSON.stringify({ before, after, mode: lib.exitWatchMode() }))
@@ -212,7 +217,7 @@ module.exports = async function events({ native, js }) {
     const kids = await sleepers(1000)
     const pids = kids.map((k) => k.pid)
     const cost = {}
-    for (const mode of ['native', 'js', 'host-timers']) cost[mode] = await idleCost(mode, pids, 5000)
+    for (const mode of ['native', 'js', 'host-timers']) cost[mode] = await idleCost(mode, pids, IDLE_WINDOW_MS)
     for (const k of kids) k.kill('SIGKILL')
     const d = (c) => ({
       threads: c.after.threads - c.before.threads,
@@ -231,9 +236,11 @@ module.exports = async function events({ native, js }) {
       nativeValue: dn.switches,
       ratio: NaN,
       targetText: 'native: 0 wake-ups/s added',
-      met: dn.switches < 1 && dn.threads <= 1,
+      // The waiter's own wake-ups decide; the whole process's also count V8's and libuv's
+      // threads, which the hosts' timers row shows wake up as often without any native wait.
+      met: cost.native.after.waiterSwitches === 0 && dn.threads <= 1,
       notes:
-        `native (${cost.native.mode}): ${fmt(cost.native, dn)}; ` +
+        `native (${cost.native.mode}): ${fmt(cost.native, dn)}, the waiter thread ${cost.native.after.waiterSwitches} wake-ups in ${IDLE_WINDOW_MS / 1000} s; ` +
         `JS backend (probe every 250 ms): ${fmt(cost.js, dj)}; hosts' timers (one per pid, ${HOST_INTERVAL_MS / 1000} s): ${fmt(cost['host-timers'], dh)}`,
     })
   }
