@@ -224,6 +224,13 @@ impl Waiter {
     pub(crate) fn detach(mut self) {
         drop(self.thread.take());
     }
+
+    /// Whether the calling thread is this waiter's own.
+    pub(crate) fn owns_current_thread(&self) -> bool {
+        self.thread
+            .as_ref()
+            .is_some_and(|t| t.thread().id() == std::thread::current().id())
+    }
 }
 
 pub(crate) fn release(_r: Release) {}

@@ -351,12 +351,22 @@ fn finish(later: Vec<os::Release>, idle: Option<os::Waiter>) {
 /// Called by the waiter with what it saw: deliver the notices, retire fired exit watches.
 /// Returns true when no watch is left and the calling waiter thread should end (the registry
 /// has already let go of it).
+///
+/// A waiter being stopped may still hand over what it saw just before, while a new waiter
+/// already serves new watches: its folder keys (inotify watch descriptors, kqueue descriptors)
+/// may then name the new waiter's folders, and kqueue's exits are by pid. So a thread that is
+/// not the current waiter's is heard only for exits by watch id (never reused), and never
+/// detaches the current waiter.
 pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
     let mut deliver: Vec<(Sink, u64, Notice)> = Vec::new();
     let mut later = Vec::new();
     let idle = {
         let mut reg = registry();
+        let current = reg.waiter.as_ref().is_some_and(|w| w.owns_current_thread());
         for f in fired {
+            if !current && !matches!(f, Fired::Exit(_)) {
+                continue;
+            }
             match f {
                 Fired::Exit(id) => {
                     if let Some(sink) = reg.remove(id, true, &mut later) {
@@ -412,7 +422,11 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                 }
             }
         }
-        reg.idle_waiter()
+        if current {
+            reg.idle_waiter()
+        } else {
+            None
+        }
     };
     for r in later {
         os::release(r);

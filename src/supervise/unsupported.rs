@@ -34,6 +34,9 @@ impl Waiter {
     pub(crate) fn forget_dir(&mut self, _key: &DirKey) {}
     pub(crate) fn stop(self) {}
     pub(crate) fn detach(self) {}
+    pub(crate) fn owns_current_thread(&self) -> bool {
+        true
+    }
 }
 
 pub(crate) fn release(_r: Release) {}

@@ -240,6 +240,12 @@ impl Waiter {
     pub(crate) fn detach(self) {
         self.stop();
     }
+
+    /// Notices come from the system's wait threads and the folder watcher's dispatch thread,
+    /// none of which outlives the waiter with events of another's: any caller is current.
+    pub(crate) fn owns_current_thread(&self) -> bool {
+        true
+    }
 }
 
 fn io_error(e: notify::Error) -> std::io::Error {
