@@ -62,11 +62,57 @@ export declare function atomicWrite(filePath: string, content: string | Uint8Arr
 /** writeFileAtomicSync core (throws Node-shaped errors). */
 export declare function atomicWriteSync(filePath: string, content: string | Uint8Array, mode: number, durable: boolean): void
 
+/**
+ * Whether `dir` is on a network or FUSE file system, where notifications miss other
+ * machines' changes (its folder watch then also polls): the lock protocol's answer
+ * (`platform::fs_kind`); `null` when `dir` cannot be looked at.
+ */
+export declare function dirIsRemote(dir: string): Promise<boolean | null>
+
+/**
+ * The entry files (`*.json`) of `dir` with their signatures, for polling a folder whose
+ * notifications miss remote changes; `[]` when the folder does not exist (or is a file).
+ */
+export declare function dirScan(dir: string): Promise<ScannedFile[]>
+
+/**
+ * Watch the existing folder `dir` (an absolute path): for its entry files (`*.json`), or,
+ * with `child`, for that one name only. The watch id; throws as Node's `fs.watch` does.
+ */
+export declare function dirWatchAdd(dir: string, child?: string | undefined | null): number
+
+/** How folders are watched here: `inotify`, `kqueue` or `ReadDirectoryChangesW`. */
+export declare function dirWatchMode(): 'inotify' | 'kqueue' | 'ReadDirectoryChangesW' | 'none'
+
+/** Whether this environment's folder notices keep its event loop alive. */
+export declare function dirWatchRef(on: boolean): void
+
+/**
+ * Set the function this environment's folder notices call: `(id, name)` for a changed name,
+ * `(id, null)` to look at the folder again (gone, replaced, or notices lost).
+ */
+export declare function dirWatchStart(onEvent: (id: number, name: string | null) => void): void
+
 /** An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite). */
 export interface EntryText {
   text: string
   pending: Array<string>
 }
+
+/**
+ * Watch a positive int32 pid (with `startTimeMs`, that very process): the watch id (> 0),
+ * 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
+ */
+export declare function exitWatchAdd(pid: number, startTimeMs?: number | undefined | null): number
+
+/** How process exits are watched here: `pidfd`, `kqueue`, `process-handle`, or `probe`. */
+export declare function exitWatchMode(): 'pidfd' | 'kqueue' | 'process-handle' | 'probe'
+
+/** Whether this environment's exit notices keep its event loop alive. */
+export declare function exitWatchRef(on: boolean): void
+
+/** Set the function this environment's exit notices call with the watch id. */
+export declare function exitWatchStart(onExit: (id: number) => void): void
 
 /** What went wrong, in the terms the JS error factory needs. */
 export interface Failure {
@@ -166,6 +212,13 @@ export declare function releaseLocksAtExit(): void
 /** Whether a positive int32 pid still names the process that started at `startTimeMs`. */
 export declare function sameProcess(pid: number, startTimeMs: number): boolean
 
+/** One entry file of a listing: its name and what identifies this version of it. */
+export interface ScannedFile {
+  name: string
+  /** inode, size, modification and status-change times, as one comparable string. */
+  sig: string
+}
+
 /** Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`). */
 export interface SessionTail {
   /** File-derived session id: the file name without `.jsonl`. */
@@ -255,9 +308,24 @@ export declare function storeRemove(file: string, wait: boolean): Promise<void |
  */
 export declare function storeWrite(file: string, payload: string | undefined | null, durable: boolean, wait: boolean): Promise<void | null>
 
+/** The process's supervision state ([`SupervisionState`]). */
+export declare function supervisionState(): SupervisionState
+
+/**
+ * What is being watched in the process, for tests: watches of all environments, and
+ * whether the waiter (its thread, its descriptors) exists.
+ */
+export interface SupervisionState {
+  watches: number
+  waiterRunning: boolean
+}
+
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
  * by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes). Resolves the
  * removed paths. Never runs on its own.
  */
 export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number): Promise<string[]>
+
+/** End a watch of either kind; false when it had already ended. */
+export declare function watchCancel(id: number): boolean

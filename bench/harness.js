@@ -96,8 +96,12 @@ function markdown(results, m) {
   ]
   for (const r of results) {
     const status = r.met === null ? '' : r.met ? 'met' : '**missed**'
+    // A row measured in something other than time carries `unit` and plain values.
+    const show = r.unit ? (v) => `${v.toFixed(1)} ${r.unit}` : fmtNs
+    const baseline = r.unit ? r.baselineValue : r.baselineNs
+    const native = r.unit ? r.nativeValue : r.nativeNs
     lines.push(
-      `| ${r.name} | ${Number.isFinite(r.baselineNs) ? fmtNs(r.baselineNs) : '-'} | ${fmtNs(r.nativeNs)} | ${Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}×` : '-'} | ${r.targetText ?? ''} | ${status} |`,
+      `| ${r.name} | ${Number.isFinite(baseline) ? show(baseline) : '-'} | ${show(native)} | ${Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}×` : '-'} | ${r.targetText ?? ''} | ${status} |`,
     )
   }
   const notes = results.filter((r) => r.notes).map((r) => `- ${r.name}: ${r.notes}`)

@@ -2,7 +2,8 @@
 'use strict'
 // `npm run bench`: every scenario, native vs the js/ backend, in one run. Prints a Markdown
 // table (medians, ratios, targets met or missed) and writes bench/results/latest.{json,md}.
-// `npm run bench -- store cold` runs only the named suites (liveness, session-recovery, store, cold).
+// `npm run bench -- store cold` runs only the named suites (liveness, session-recovery, store,
+// events, cold).
 const { compare, write } = require('./harness.js')
 const { loadNative, loadJs } = require('../lib/binding.js')
 
@@ -10,6 +11,7 @@ const suites = {
   liveness: require('./liveness.js'),
   'session-recovery': require('./session-recovery.js'),
   store: require('./store.js'),
+  events: require('./events.js'),
   cold: require('./cold.js'),
 }
 

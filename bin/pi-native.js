@@ -63,8 +63,8 @@ the field), or whose name does not match their entryId; stray files; stale .lock
 with their age; orphaned temporary files of interrupted writes. A summary line closes.
 Locks being held and writes in progress are shown as "in flight", not as problems.
 --json prints the same as one JSON document. --watch redraws whenever the folder changes
-(file-system notifications; with --json one document per line) until interrupted (Ctrl-C),
-then exits 0.
+(file-system notifications; with --json one document per line) and the moment a process shown
+alive ends (waitForProcessExit), until interrupted (Ctrl-C), then exits 0.
 
 exit codes:
   0  healthy: no problems (dead or orphaned processes are reported, not problems)
@@ -337,35 +337,76 @@ async function cmdMatrix({ positionals, values }) {
       const head = `pi-native matrix --watch  ${new Date().toISOString()}  (Ctrl-C to stop)\n\n`
       out(process.stdout.isTTY ? `\x1b[2J\x1b[H${head}${renderMatrix(report, color)}` : `${head}${renderMatrix(report, color)}\n`)
     } else out(renderMatrix(report, color))
-    return report.healthy ? EXIT.ok : EXIT.notFound
+    return report
   }
-  if (!values.watch) return show(false)
-  return watchMatrix(lib.processMatrixDir(agentDir), () => show(true))
+  if (!values.watch) return (await show(false)).healthy ? EXIT.ok : EXIT.notFound
+  return watchMatrix(agentDir, () => show(true))
 }
 
 /**
- * Redraw on every change of the process-matrix folder until SIGINT/SIGTERM. The folder may not
- * exist yet (or vanish): then the nearest existing ancestor is watched until it appears.
+ * Redraw until SIGINT/SIGTERM: at once when an entry changes (watchEntries) or a process shown
+ * alive ends (waitForProcessExit on its identity), and 50 ms after any other change of the
+ * process-matrix folder (a lock, a temp or stray file; fs.watch). The folder may not exist yet
+ * (or vanish): then the nearest existing ancestor is watched until it appears.
  */
-function watchMatrix(dir, redraw) {
+function watchMatrix(agentDir, redraw) {
+  const dir = lib.processMatrixDir(agentDir)
   return new Promise((resolve) => {
     let watcher
     let watched // { path, ino } of the folder being watched
     let timer
+    let queued = false
     let running = Promise.resolve()
+    const stopping = new AbortController()
+    /** pid → { key, ac } of the exit waits of the processes shown alive. */
+    const waits = new Map()
+    const fail = (err) => process.stderr.write(`pi-native: ${err && err.message ? err.message : err}\n`)
     const draw = () =>
-      redraw().catch((err) => {
-        process.stderr.write(`pi-native: ${err && err.message ? err.message : err}\n`)
+      redraw().then(followProcesses, fail)
+    /** Redraw once more after what is running (bursts of notices make one redraw). */
+    const redrawNow = () => {
+      if (queued || stopping.signal.aborted) return
+      queued = true
+      running = running.then(() => {
+        queued = false
+        rewatch()
+        return draw()
       })
-    const schedule = () => {
+    }
+    const schedule = (_type, name) => {
+      // Entry files are watchEntries' business; a burst of other notices (lock folder, temp
+      // file) makes one redraw.
+      if (typeof name === 'string' && name.endsWith('.json')) return
       clearTimeout(timer)
-      // Coalesce the bursts one atomic write makes (temp create, write, rename, lock dir).
-      timer = setTimeout(() => {
-        running = running.then(() => {
-          rewatch()
-          return draw()
-        })
-      }, 50)
+      timer = setTimeout(redrawNow, 50)
+    }
+    /** Wait for the end of every local process the report shows alive (and only those). */
+    function followProcesses(report) {
+      const wanted = new Map()
+      for (const r of report.entries) {
+        if (r.hostname !== os.hostname()) continue
+        for (const pid of [r.pid, r.parentPid]) {
+          if (!Number.isInteger(pid) || pid <= 0 || wanted.has(pid)) continue
+          const id = lib.probePid(pid) === 'alive' ? lib.getProcessIdentity(pid) : undefined
+          if (id) wanted.set(pid, id)
+        }
+      }
+      for (const [pid, w] of waits) {
+        const id = wanted.get(pid)
+        if (id === undefined || id.startTimeMs !== w.startTimeMs) {
+          w.ac.abort()
+          waits.delete(pid)
+        }
+      }
+      for (const [pid, id] of wanted) {
+        if (waits.has(pid)) continue
+        const ac = new AbortController()
+        waits.set(pid, { startTimeMs: id.startTimeMs, ac })
+        lib.waitForProcessExit(id, { signal: ac.signal, ref: false }).then(() => {
+          waits.delete(pid)
+          redrawNow()
+        }, () => {})
+      }
     }
     const rewatch = () => {
       let target = dir
@@ -377,14 +418,21 @@ function watchMatrix(dir, redraw) {
       watched = { path: target, ino }
       try {
         watcher = fs.watch(target, { persistent: true }, schedule)
-        watcher.on('error', schedule)
+        watcher.on('error', () => schedule())
       } catch (err) {
         watcher = undefined
         process.stderr.write(`pi-native: cannot watch ${target} (${err.code || err.message})\n`)
       }
     }
+    ;(async () => {
+      for await (const _change of lib.watchEntries(agentDir, { signal: stopping.signal })) redrawNow()
+    })().catch((err) => {
+      if (!stopping.signal.aborted) fail(err)
+    })
     const stop = () => {
       clearTimeout(timer)
+      stopping.abort()
+      for (const w of waits.values()) w.ac.abort()
       if (watcher) watcher.close()
       process.removeListener('SIGINT', stop)
       process.removeListener('SIGTERM', stop)

@@ -17,6 +17,8 @@ exports.probePid = liveness.probePid
 exports.probePids = liveness.probePids
 exports.getProcessIdentity = liveness.getProcessIdentity
 exports.isSameProcess = liveness.isSameProcess
+exports.waitForProcessExit = liveness.waitForProcessExit
+exports.exitWatchMode = liveness.exitWatchMode
 
 exports.deriveSessionPaths = sessionRecovery.deriveSessionPaths
 exports.appendWorkerSessionArgs = sessionRecovery.appendWorkerSessionArgs
@@ -35,6 +37,8 @@ exports.writeEntryIfUnchangedSync = store.writeEntryIfUnchangedSync
 exports.removeEntry = store.removeEntry
 exports.removeEntryIfUnchanged = store.removeEntryIfUnchanged
 exports.sweepOrphanTempFiles = store.sweepOrphanTempFiles
+exports.watchEntries = store.watchEntries
+exports.entryWatchMode = store.entryWatchMode
 
 exports.withFileLock = atomicFile.withFileLock
 exports.withFileLockSync = atomicFile.withFileLockSync

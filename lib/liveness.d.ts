@@ -75,3 +75,32 @@ export declare function getProcessIdentity(pid: number): ProcessIdentity | undef
  * object with numeric `pid` and `startTimeMs`.
  */
 export declare function isSameProcess(identity: Pick<ProcessIdentity, 'pid' | 'startTimeMs'>): boolean
+
+/** Options of `waitForProcessExit`. */
+export interface WaitForProcessExitOptions {
+  /** Aborting rejects the wait with `signal.reason` (an `AbortError` by default) and ends it. */
+  signal?: AbortSignal
+  /** `false`: the pending wait does not keep the event loop alive (default `true`, like a timer). */
+  ref?: boolean
+}
+
+/**
+ * Resolves `true` once the process `target` names has ended: at once when it already has; a
+ * zombie (exited, not yet reaped) counts as ended; for an identity (from `getProcessIdentity`),
+ * also once its pid names another process. Never resolves `false`. Rejects with a TypeError
+ * naming `target` (or the option) for an invalid argument, and with `options.signal.reason`
+ * when the signal aborts first. The kernel tells (see `exitWatchMode`); where it cannot, the
+ * process is probed every 250 ms.
+ */
+export declare function waitForProcessExit(
+  target: number | Pick<ProcessIdentity, 'pid' | 'startTimeMs'>,
+  options?: WaitForProcessExitOptions,
+): Promise<true>
+
+/**
+ * How `waitForProcessExit` learns of exits here: `pidfd` (Linux ≥ 5.3: epoll over pidfds),
+ * `kqueue` (macOS: `EVFILT_PROC`/`NOTE_EXIT`), `process-handle` (Windows: waits on process
+ * handles), or `probe` (no kernel route: the JS backend, a kernel without pidfds; every 250 ms).
+ * One waiter thread serves every wait of the process in the kernel modes.
+ */
+export declare function exitWatchMode(): 'pidfd' | 'kqueue' | 'process-handle' | 'probe'

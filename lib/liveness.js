@@ -11,3 +11,5 @@ exports.probePid = impl.probePid
 exports.probePids = impl.probePids
 exports.getProcessIdentity = impl.getProcessIdentity
 exports.isSameProcess = impl.isSameProcess
+exports.waitForProcessExit = impl.waitForProcessExit
+exports.exitWatchMode = impl.exitWatchMode

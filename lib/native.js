@@ -9,6 +9,7 @@ const { recoveryLimits, lockOptions, lockEnvironment, atomicMode, sweepMinAge } 
 const session = require('./contract/session.js')
 const paths = require('./contract/paths.js')
 const { createLiveness } = require('./contract/liveness.js')
+const events = require('./contract/events.js')
 const { fromNative, compromisedError } = require('./contract/errors.js')
 const { isDeepStrictEqual, promisify } = require('node:util')
 const { expectedRoute, validTimestamps } = require('./expected.js')
@@ -364,8 +365,36 @@ function withFileLockSync(filePath, fn, options) {
   return result
 }
 
+// Supervision events: the addon's exit and folder watches under the contract layer's promises,
+// iterables, probing and coalescing (lib/contract/events.js).
+const exitWaits = events.createExitWaits({
+  exitWatch: {
+    mode: binding.exitWatchMode,
+    start: binding.exitWatchStart,
+    add: binding.exitWatchAdd,
+    cancel: binding.watchCancel,
+    ref: binding.exitWatchRef,
+  },
+  ended: events.probeEnded(liveness),
+})
+
+const entryWatches = events.createEntryWatches({
+  dirWatch: {
+    mode: binding.dirWatchMode,
+    start: binding.dirWatchStart,
+    add: (dir, child) => binding.dirWatchAdd(dir, child ?? undefined),
+    cancel: binding.watchCancel,
+    ref: binding.dirWatchRef,
+  },
+  scan: (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig]))),
+  isRemote: (dir) => binding.dirIsRemote(dir).then((remote) => remote === true),
+  readEntry,
+})
+
 module.exports = {
   ...liveness,
+  ...exitWaits,
+  ...entryWatches,
   deriveSessionPaths: session.deriveSessionPaths,
   appendWorkerSessionArgs: session.appendWorkerSessionArgs,
   resolveSessionRecoveryEnabled: session.resolveSessionRecoveryEnabled,

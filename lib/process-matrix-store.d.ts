@@ -119,3 +119,35 @@ export declare function removeEntryIfUnchanged(agentDir: string, expected: Proce
  * (dead pid) and are at least `minAgeMs` old (default 5 minutes). Resolves the removed paths.
  */
 export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number): Promise<string[]>
+
+/** One change of the process matrix, as `watchEntries` yields it. */
+export interface EntryEvent {
+  /** `remove` once the entry's file is gone; `change` while it exists (valid or not). */
+  type: 'change' | 'remove'
+  entryId: string
+  /** What `readEntry` answers now: `undefined` for a removed or invalid file. */
+  entry: ProcessMatrixEntry | undefined
+}
+
+/** Options of `watchEntries`. */
+export interface WatchEntriesOptions {
+  /** Aborting ends the iteration: the pending (or next) `next()` rejects with `signal.reason`. */
+  signal?: AbortSignal
+}
+
+/**
+ * The changes of the entries of `agentDir`'s process matrix made after this call, by any
+ * process. Events for one entry are coalesced (a burst of writes yields its latest state), and
+ * none is lost: an entry whose latest state differs from the one last yielded is yielded again.
+ * The folder may not exist yet. Temp files and lock directories of writes in progress yield
+ * nothing. Leaving the loop (`break`, `return()`) or aborting `options.signal` ends the watch
+ * and frees it; while open it keeps the event loop alive. Invalid arguments reject the first
+ * `next()`. On network and FUSE file systems the folder is also listed every second.
+ */
+export declare function watchEntries(agentDir: string, options?: WatchEntriesOptions): AsyncIterableIterator<EntryEvent>
+
+/**
+ * How `watchEntries` is notified: `inotify` (Linux), `kqueue` (macOS), `ReadDirectoryChangesW`
+ * (Windows) or `fs.watch` (the JS backend); network and FUSE file systems are polled as well.
+ */
+export declare function entryWatchMode(): 'inotify' | 'kqueue' | 'ReadDirectoryChangesW' | 'fs.watch' | 'none'

@@ -14,3 +14,5 @@ exports.writeEntryIfUnchangedSync = impl.writeEntryIfUnchangedSync
 exports.removeEntry = impl.removeEntry
 exports.removeEntryIfUnchanged = impl.removeEntryIfUnchanged
 exports.sweepOrphanTempFiles = impl.sweepOrphanTempFiles
+exports.watchEntries = impl.watchEntries
+exports.entryWatchMode = impl.entryWatchMode

@@ -1,9 +1,9 @@
 //! pi-native: the crash-recovery and supervision core of the pi coding-agent hosts as a
 //! Node-API addon. Capability modules are plain Rust, one per capability — `liveness` (PID
 //! probes), `session` (tail-recovery of session files), `store` (process-matrix entries, the
-//! proper-lockfile lock, atomic files) — over shared JS-semantics helpers (`json`, `jsstr`,
-//! `nodepath`, `fserror`) and the background threads (`background`); `binding` is the thin N-API
-//! layer. See docs/ARCHITECTURE.md.
+//! proper-lockfile lock, atomic files), `supervise` (process-exit and folder events) — over
+//! shared JS-semantics helpers (`json`, `jsstr`, `nodepath`, `fserror`) and the background
+//! threads (`background`); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
 
 #![deny(clippy::all)]
 
@@ -17,3 +17,4 @@ pub mod nodepath;
 pub mod platform;
 pub mod session;
 pub mod store;
+pub mod supervise;

@@ -67,4 +67,37 @@ function fromNative(failure) {
   return failure
 }
 
-module.exports = { fsError, lockedError, compromisedError, fromNative }
+/** The tail Node's argument errors end with: what was received, described as Node does. */
+function received(value) {
+  if (value === null) return 'null'
+  if (value === undefined) return 'undefined'
+  if (typeof value === 'function') return `function ${value.name}`
+  if (typeof value === 'object') {
+    const name = value.constructor?.name
+    return name ? `an instance of ${name}` : util.inspect(value, { depth: -1 })
+  }
+  let shown = util.inspect(value, { colors: false })
+  if (shown.length > 28) shown = `${shown.slice(0, 25)}...`
+  return `type ${typeof value} (${shown})`
+}
+
+/**
+ * Node's `ERR_INVALID_ARG_TYPE` TypeError: `name` (an argument, or a property when it holds a
+ * dot) must be `expected`.
+ */
+function invalidArgType(name, expected, value) {
+  const kind = name.includes('.') ? 'property' : 'argument'
+  const err = new TypeError(`The "${name}" ${kind} must be ${expected}. Received ${received(value)}`)
+  err.code = 'ERR_INVALID_ARG_TYPE'
+  return err
+}
+
+/** Node's `ERR_INVALID_ARG_VALUE` TypeError: the right type, an unusable value. */
+function invalidArgValue(name, reason, value) {
+  const kind = name.includes('.') ? 'property' : 'argument'
+  const err = new TypeError(`The ${kind} '${name}' ${reason}. Received ${util.inspect(value)}`)
+  err.code = 'ERR_INVALID_ARG_VALUE'
+  return err
+}
+
+module.exports = { fsError, lockedError, compromisedError, fromNative, invalidArgType, invalidArgValue }

@@ -1,6 +1,7 @@
 //! The N-API layer: converts JS values into the core's Rust types and results back, and hands
 //! failures to the JS contract layer ([`failure`]). No capability logic lives here.
 
+pub mod events;
 pub mod expected;
 pub mod failure;
 pub mod liveness;
@@ -28,6 +29,8 @@ pub struct EnvData {
     /// The function that turns a native failure into the JS error (`setErrorFactory`).
     pub error_factory:
         Option<napi::bindgen_prelude::FunctionRef<failure::Failure, napi::Unknown<'static>>>,
+    /// Where its supervision notices are delivered (`exitWatchStart`, `dirWatchStart`).
+    pub events: events::Delivery,
 }
 
 /// The calling environment's [`EnvData`], made on first use: the teardown hook is registered
@@ -43,6 +46,7 @@ pub fn env_data(env: &Env) -> napi::Result<&'static mut EnvData> {
         lock_fs: FsRule::Auto,
         attribute_cache_ms: DEFAULT_ATTRIBUTE_CACHE_MS,
         error_factory: None,
+        events: events::Delivery::default(),
     };
     env.set_instance_data(data, (), |_| {})?;
     env.get_instance_data::<EnvData>()?
@@ -54,10 +58,12 @@ pub fn env_owner(env: &Env) -> napi::Result<u64> {
     env_data(env).map(|d| d.owner)
 }
 
-/// At the environment's teardown: the locks it still holds are removed and its recovery calls
-/// stopped (resources belong to the environment that took them).
+/// At the environment's teardown: the locks it still holds are removed, its recovery calls
+/// stopped and its supervision watches ended (resources belong to the environment that took
+/// them).
 fn teardown(owner: u64) {
     crate::store::lock::release_all(owner);
     session::cancel_calls_of(owner);
+    events::teardown(owner);
     settle::forget_environment();
 }

@@ -1,0 +1,82 @@
+'use strict'
+// Pure-JavaScript supervision primitives, for lib/contract/events.js: no process-exit watch
+// (every wait is probed), folders watched with `fs.watch`, listed with readdir + stat, and
+// network file systems told apart by `fs.statfs` (Linux; elsewhere every folder counts as local).
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const path = require('node:path')
+
+/**
+ * statfs magics of network and FUSE file systems: the native table (src/platform/fs_kind/linux.rs,
+ * REMOTE) in JavaScript, for when the addon is missing; a test holds the two equal.
+ */
+const REMOTE_MAGIC = new Set([
+  0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x01021997, 0x00c36400, 0x0bd00bd0, 0x47504653, 0x5346414f,
+  0x6b414653, 0x73757245, 0x564c, 0x20030528, 0x19830326, 0xaad7aaea, 0x786f4256, 0x7461636f, 0x01161970,
+])
+
+/** Folder watches over `fs.watch`, in the shape the contract layer asks for. */
+function createDirWatch() {
+  let onEvent = null
+  let held = true
+  let next = 1
+  const watchers = new Map()
+  return {
+    mode: () => 'fs.watch',
+    start(fn) {
+      onEvent = fn
+    },
+    add(dir, child) {
+      const id = next++
+      const self = path.basename(dir)
+      const watcher = fs.watch(dir, { persistent: held }, (type, name) => {
+        if (typeof name !== 'string') onEvent(id, null)
+        else if (child === null ? name.endsWith('.json') : name === child) onEvent(id, name)
+        // Linux reports the watched folder's own removal under its own name.
+        else if (name === self && type === 'rename') onEvent(id, null)
+      })
+      watcher.on('error', () => onEvent(id, null))
+      watchers.set(id, watcher)
+      return id
+    },
+    cancel(id) {
+      watchers.get(id)?.close()
+      watchers.delete(id)
+    },
+    ref(on) {
+      held = on
+      for (const w of watchers.values()) on ? w.ref() : w.unref()
+    },
+  }
+}
+
+/** name → signature of the `*.json` files of `dir` (empty when it is missing). */
+async function scan(dir) {
+  let names
+  try {
+    names = await fsp.readdir(dir)
+  } catch (err) {
+    if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return new Map()
+    throw err
+  }
+  const out = new Map()
+  for (const name of names) {
+    if (!name.endsWith('.json')) continue
+    try {
+      const st = await fsp.lstat(path.join(dir, name), { bigint: true })
+      out.set(name, `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`)
+    } catch {} // gone since the listing
+  }
+  return out
+}
+
+async function isRemote(dir) {
+  if (process.platform !== 'linux') return false
+  try {
+    return REMOTE_MAGIC.has(Number((await fsp.statfs(dir)).type) >>> 0)
+  } catch {
+    return false
+  }
+}
+
+module.exports = { createDirWatch, scan, isRemote, REMOTE_MAGIC }
