@@ -5,10 +5,11 @@
 // scripts/pack-all.sh makes from the five binaries scripts/build-targets.sh built, and fresh
 // consumers that install them:
 //   a) on this machine: exactly pi-native and pi-native-linux-x64-gnu (beside proper-lockfile's
-//      own closure), the native backend, one call of each capability;
+//      own closure), the native backend, one call of each capability (the supervision events
+//      told by the kernel: pidfd, inotify);
 //   b) with npm's --os/--cpu/--libc for the four other targets: exactly the matching package;
 //   c) for an unsupported OS (--os=freebsd): no binary package, and here the JS backend with
-//      exactly one PI_NATIVE_JS_FALLBACK warning;
+//      exactly one PI_NATIVE_JS_FALLBACK warning (events by probing and fs.watch);
 //   d) the consumers' lockfiles pass `npm ci` in clean copies.
 // `pi-native*` packages are local-only in the registry (published there, never looked up
 // upstream); every other package is proxied to the registry this machine's npm uses.
@@ -275,22 +276,43 @@ process.on('warning', (w) => warnings.push(w.code || w.name))
       pid: process.pid, hostname: os.hostname(), startedAt: '2026-01-01T00:00:00.000Z',
       heartbeatAt: '2026-01-01T00:00:00.000Z', status: 'running',
     }
+    // Supervision events: a watch of the matrix started before the write sees it.
+    const watch = store.watchEntries(agentDir)
+    const first = watch.next()
     await store.writeEntry(agentDir, entry)
     calls.store = (await store.readEntry(agentDir, entry.entryId))?.pid === process.pid
+    let timer
+    const event = await Promise.race([first, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('watchEntries: no event within 10 s')), 10_000)))])
+    clearTimeout(timer)
+    await watch.return()
+    calls.watchEntries = [event.value.type, event.value.entryId === entry.entryId, event.value.entry?.pid === process.pid]
+    const child = require('node:child_process').spawn(process.execPath, ['-e', 'setTimeout(() => {}, 200)'], { stdio: 'ignore' })
+    calls.waitForProcessExit = await live.waitForProcessExit(child.pid)
+    const modes = { exit: live.exitWatchMode(), entries: store.entryWatchMode() }
     const file = path.join(tmp, 'deep', 'state.json')
     await atomic.withFileLock(file, () => atomic.writeFileAtomic(file, 'atomic'))
     calls.atomicFile = fs.readFileSync(file, 'utf8')
     // The binary that was loaded, if any (its path tells which package it came from).
     const binaries = Object.keys(require.cache).filter((f) => f.endsWith('.node')).map((f) => path.relative(process.cwd(), f))
     await new Promise((r) => setImmediate(r)) // let emitted warnings arrive
-    console.log(JSON.stringify({ backend: pi.backend, calls, binaries, warnings }))
+    console.log(JSON.stringify({ backend: pi.backend, calls, modes, binaries, warnings }))
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
 })().catch((err) => { console.error(err); process.exit(1) })
 `
 
-const EXPECTED_CALLS = { liveness: [true, true], recovery: 'recovered text', store: true, atomicFile: 'atomic' }
+const EXPECTED_CALLS = {
+  liveness: [true, true],
+  recovery: 'recovered text',
+  store: true,
+  watchEntries: ['change', true, true],
+  waitForProcessExit: true,
+  atomicFile: 'atomic',
+}
+// How the events are told on this machine (Linux): by the kernel through the addon, by fs.watch
+// and probing in the JS backend.
+const EXPECTED_MODES = { native: { exit: 'pidfd', entries: 'inotify' }, js: { exit: 'probe', entries: 'fs.watch' } }
 
 /** Runs USE_JS in a consumer; resolves its JSON report and the count of warnings on stderr. */
 async function useConsumer(dir, env) {
@@ -359,7 +381,8 @@ function checkNodeModules(label, dir, target) {
 
 function checkUse(label, report, backend) {
   check(`${label}: require('pi-native').backend === '${backend}'`, () => assertEqual(report.backend, backend, 'backend'))
-  check(`${label}: one call of each capability (liveness, recovery, store, atomic-file)`, () => assertEqual(report.calls, EXPECTED_CALLS, 'results'))
+  check(`${label}: one call of each capability (liveness, recovery, store, watchEntries, waitForProcessExit, atomic-file)`, () => assertEqual(report.calls, EXPECTED_CALLS, 'results'))
+  check(`${label}: events told by ${EXPECTED_MODES[backend].exit} and ${EXPECTED_MODES[backend].entries}`, () => assertEqual(report.modes, EXPECTED_MODES[backend], 'exitWatchMode / entryWatchMode'))
   if (backend === 'native') {
     check(`${label}: the binary came from pi-native-${HOST_TARGET}, with no warning`, () => {
       assertEqual(report.binaries, [`node_modules/pi-native-${HOST_TARGET}/pi-native.${HOST_TARGET}.node`], 'loaded binaries')
