@@ -8,7 +8,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { root, liveChild } = require('./helpers.js')
+const { root, liveChild, watchReports } = require('./helpers.js')
 const { makeEntry, tempAgentDir } = require('./store-fixtures.js')
 
 const BIN = path.join(root, 'bin', 'pi-native.js')
@@ -24,33 +24,7 @@ for (const backend of ['native', 'js']) {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, PI_NATIVE_BACKEND: backend },
     })
-    const reports = []
-    let waiters = []
-    let buf = ''
-    child.stdout.on('data', (d) => {
-      buf += d
-      let i
-      while ((i = buf.indexOf('\n')) >= 0) {
-        reports.push({ at: Date.now(), report: JSON.parse(buf.slice(0, i)) })
-        buf = buf.slice(i + 1)
-        for (const w of waiters) w()
-      }
-    })
-    let stderr = ''
-    child.stderr.on('data', (d) => (stderr += d))
-    const until = (pred, what) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          const hit = reports.find(pred)
-          if (hit) {
-            clearTimeout(timer)
-            resolve(hit)
-          }
-        }
-        const timer = setTimeout(() => reject(new Error(`no report: ${what}; stderr: ${stderr}`)), 5000)
-        waiters.push(check)
-        check()
-      })
+    const { until, stderr, stop } = watchReports(child)
     const liveness = (r) => r.report.entries.find((e) => e.entryId === 'worker-victim')?.liveness
     try {
       await until((r) => liveness(r) === 'alive', 'the victim alive')
@@ -67,9 +41,9 @@ for (const backend of ['native', 'js']) {
       const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
       child.kill('SIGINT')
       assert.deepEqual(await exit, { code: 0, signal: null })
-      assert.equal(stderr, '')
+      assert.equal(stderr(), '')
     } finally {
-      waiters = []
+      stop()
       child.kill('SIGKILL')
       victim.kill('SIGKILL')
       fs.rmSync(a, { recursive: true, force: true })

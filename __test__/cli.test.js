@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { root, reapedPid, zombie, worldReadableCopy, worldExecutableNode } = require('./helpers.js')
+const { root, watchReports, reapedPid, zombie, worldReadableCopy, worldExecutableNode } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
 
 const BIN = path.join(root, 'bin', 'pi-native.js')
@@ -470,33 +470,7 @@ test('matrix --watch: redraws within a second of a change (even when the folder 
   const store = require('pi-native/process-matrix-store')
   const a = tempAgentDir()
   const child = spawn(process.execPath, [BIN, 'matrix', a, '--watch', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] })
-  const reports = []
-  let waiters = []
-  let buf = ''
-  child.stdout.on('data', (d) => {
-    buf += d
-    let i
-    while ((i = buf.indexOf('\n')) >= 0) {
-      reports.push({ at: Date.now(), report: JSON.parse(buf.slice(0, i)) })
-      buf = buf.slice(i + 1)
-      for (const w of waiters) w()
-    }
-  })
-  let stderr = ''
-  child.stderr.on('data', (d) => (stderr += d))
-  const until = (pred, what) =>
-    new Promise((resolve, reject) => {
-      const check = () => {
-        const hit = reports.find(pred)
-        if (hit) {
-          clearTimeout(timer)
-          resolve(hit)
-        }
-      }
-      const timer = setTimeout(() => reject(new Error(`no report: ${what}; stderr: ${stderr}`)), 5000)
-      waiters.push(check)
-      check()
-    })
+  const { until, stderr, stop } = watchReports(child)
   try {
     const first = await until(() => true, 'initial')
     assert.deepEqual(first.report.problems.map((p) => p.kind), ['missing-directory'])
@@ -527,9 +501,9 @@ test('matrix --watch: redraws within a second of a change (even when the folder 
     const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
     child.kill('SIGINT')
     assert.deepEqual(await exit, { code: 0, signal: null })
-    assert.equal(stderr, '')
+    assert.equal(stderr(), '')
   } finally {
-    waiters = []
+    stop()
     child.kill('SIGKILL')
     fs.rmSync(a, { recursive: true, force: true })
   }

@@ -97,4 +97,41 @@ function worldExecutableNode(dir) {
   return node
 }
 
-module.exports = { root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode }
+/**
+ * Follow the JSON lines a `pi-native matrix --watch --json` child prints: `reports` (each with
+ * the time it arrived), `until(pred, what)` resolving with the first report that matches (now or
+ * later; rejects after 5 s naming `what` and the child's stderr), `stderr()` so far, and
+ * `stop()` to drop pending waits.
+ */
+function watchReports(child) {
+  const reports = []
+  let waiters = []
+  let buf = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => {
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      reports.push({ at: Date.now(), report: JSON.parse(buf.slice(0, i)) })
+      buf = buf.slice(i + 1)
+      for (const w of waiters) w()
+    }
+  })
+  child.stderr.on('data', (d) => (stderr += d))
+  const until = (pred, what) =>
+    new Promise((resolve, reject) => {
+      const check = () => {
+        const hit = reports.find(pred)
+        if (hit) {
+          clearTimeout(timer)
+          resolve(hit)
+        }
+      }
+      const timer = setTimeout(() => reject(new Error(`no report: ${what}; stderr: ${stderr}`)), 5000)
+      waiters.push(check)
+      check()
+    })
+  return { reports, until, stderr: () => stderr, stop: () => (waiters = []) }
+}
+
+module.exports = { watchReports, root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode }

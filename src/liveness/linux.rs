@@ -2,6 +2,26 @@
 
 use super::{stat_field_after_comm, KillArg, OsStat};
 
+/// pidfd_open(2): a descriptor of process `pid` (close-on-exec), for the liveness cache and
+/// the supervision waiter alike.
+pub(crate) fn pidfd_open(pid: i32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // syscall(2) reads its variadic arguments as longs, so each is passed as one.
+    // SAFETY: pidfd_open(pid, flags) takes two integers and returns a new fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_open,
+            libc::c_long::from(pid),
+            0 as libc::c_long,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd (pidfds are close-on-exec) and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) })
+}
+
 /// C4 on Linux: `floor(ticks × 100)` from `/proc/<String(pid)>/stat` field 22.
 pub(super) fn legacy_start_time_after_gate(pid: &KillArg, pid_text: &str) -> Option<f64> {
     // The canonical decimal form of a positive pid can use the cached stat handle; any other
@@ -42,7 +62,7 @@ pub(super) fn os_stat(pid: i32) -> Option<OsStat> {
 mod procfs {
     use std::collections::HashMap;
     use std::fs::File;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsRawFd, OwnedFd};
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Mutex, OnceLock};
@@ -91,24 +111,15 @@ mod procfs {
         if NO_PIDFD.load(Ordering::Relaxed) {
             return None;
         }
-        // syscall(2) reads its variadic arguments as longs, so each is passed as one.
-        // SAFETY: pidfd_open(pid, flags) takes two integers and returns a new fd or -1.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_open,
-                libc::c_long::from(pid),
-                0 as libc::c_long,
-            )
-        };
-        if fd < 0 {
-            let err = std::io::Error::last_os_error().raw_os_error();
-            if matches!(err, Some(libc::ENOSYS | libc::EPERM)) {
-                NO_PIDFD.store(true, Ordering::Relaxed);
+        match super::pidfd_open(pid) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+                    NO_PIDFD.store(true, Ordering::Relaxed);
+                }
+                None
             }
-            return None;
         }
-        // SAFETY: the kernel just returned this fd to us and nothing else owns it.
-        Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 
     /// Signal 0 through the pidfd: 0 while its process exists (zombies included, as for

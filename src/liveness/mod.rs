@@ -12,6 +12,8 @@ use crate::jsstr::{js_split_whitespace, js_string_to_number, to_int32};
 mod darwin;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::pidfd_open;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]

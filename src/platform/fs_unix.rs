@@ -40,8 +40,7 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
 }
 
-/// A directory's identity and modification time: (device, inode, mtime in nanoseconds).
-pub type Stamp = (u64, u64, i128);
+pub use super::{Stamp, Touched};
 
 fn stamp(meta: &Metadata) -> Stamp {
     (meta.dev(), meta.ino(), mtime_ns(meta))
@@ -80,18 +79,6 @@ pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
     }
     #[cfg(not(target_os = "linux"))]
     stamp_of(path)
-}
-
-/// What [`touch_dir_if`] did.
-#[derive(Debug)]
-pub enum Touched {
-    /// The directory was ours and got its new times: its stamp now.
-    Done(Stamp),
-    /// `path` does not name the directory `ours` recognised (gone, replaced, or not ours
-    /// before the touch); nothing of anybody else's was touched.
-    NotOurs,
-    /// The file system failed (the caller decides whether that can be waited out).
-    Failed(std::io::Error),
 }
 
 /// Set the access and modification times of the directory at `path` to `to` (None: now), only

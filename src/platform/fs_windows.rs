@@ -113,9 +113,7 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     sec as i128 * 1_000_000_000 + nsec as i128
 }
 
-/// A directory's identity and modification time: (volume serial number, file index, last-write
-/// time in nanoseconds since the epoch), the Windows counterpart of (device, inode, mtime).
-pub type Stamp = (u64, u64, i128);
+pub use super::{Stamp, Touched};
 
 /// Open a directory (or file) for its attributes, without following a final reparse point,
 /// sharing read, write and delete (std's default) so a taker's removal is never refused.
@@ -152,17 +150,6 @@ pub fn stamp_of(path: &str) -> std::io::Result<Stamp> {
 /// Windows has no client attribute cache to bypass: the same as [`stamp_of`].
 pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
     stamp_of(path)
-}
-
-/// What [`touch_dir_if`] did.
-#[derive(Debug)]
-pub enum Touched {
-    /// The directory was ours and got its new times: its stamp now.
-    Done(Stamp),
-    /// `path` does not name the directory `ours` recognised; nothing else was touched.
-    NotOurs,
-    /// The file system failed (the caller decides whether that can be waited out).
-    Failed(std::io::Error),
 }
 
 /// Set the times of the directory at `path` to `to` (None: now), only if it is the directory

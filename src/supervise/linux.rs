@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use inotify::{EventMask, Inotify, WatchMask, Watches};
 
 use super::{Fired, OpenError};
+use crate::liveness::pidfd_open;
 
 /// A folder is known by its inotify watch descriptor.
 pub(crate) type DirKey = inotify::WatchDescriptor;
@@ -51,23 +52,6 @@ pub(crate) fn exit_mode() -> &'static str {
             Err(_) => "probe",
         }
     })
-}
-
-fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
-    // syscall(2) reads its variadic arguments as longs, so each is passed as one.
-    // SAFETY: pidfd_open(pid, flags) takes two integers and returns a new fd or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_open,
-            libc::c_long::from(pid),
-            0 as libc::c_long,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this fd (pidfds are close-on-exec) and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 struct Shared {
