@@ -5,15 +5,22 @@
 // - TEXT: plain JSON data, i.e. exactly the values whose JSON text carries every distinction
 //   util.isDeepStrictEqual makes against a parsed JSON value: plain objects and arrays
 //   (Object/Array prototypes, no holes, no extra array properties, no own symbols, each object
-//   reached once), strings, booleans, null and finite numbers other than -0. The native CAS
-//   receives its JSON.stringify text in the writers' tab layout (one string crossing, compared
-//   with the file's text or parsed off the JS thread).
-// - READ: anything else made of data properties (undefined, NaN, -0, Infinity, Date, Map, null
-//   prototypes, shared or cyclic references, …): the native side reads the value itself with
-//   the exact rules. Reading it runs no JS code.
-// - JUDGE: a value whose reading would run JS code (a Proxy, an accessor property anywhere):
-//   the comparison is util.isDeepStrictEqual itself, called under the lock on the JS thread, so
-//   its getters and traps run when, and only if, the original's comparison calls them.
+//   reached once, no `toJSON` but an own enumerable one that is not a function), strings,
+//   booleans, null and finite numbers other than -0. The native CAS receives its
+//   JSON.stringify text in the writers' tab layout (one string crossing, compared with the
+//   file's text or parsed off the JS thread).
+// - READ: anything else made of data properties on plain objects and arrays (undefined, NaN,
+//   -0, Infinity, functions, holes, own symbols, a hidden or inherited `toJSON`, shared or
+//   cyclic references, …): the native side reads the value itself, own enumerable properties
+//   only, with the exact rules. Reading it runs no JS code.
+// - JUDGE: a value whose reading would run JS code (a Proxy, an accessor property anywhere),
+//   or whose deep-strict identity is more than its own enumerable properties: another
+//   prototype (Node 22+ compares `constructor`s where Node 20 compares prototypes), a hidden
+//   own `constructor`, an own Symbol.toStringTag, internal slots behind Object.prototype (a
+//   Date, RegExp, Error, boxed primitive or arguments object, which Object.prototype.toString
+//   tells apart). The comparison is util.isDeepStrictEqual itself, called under the lock on
+//   the JS thread, so its getters and traps run when, and only if, the original's comparison
+//   calls them.
 const { types } = require('node:util')
 
 const TEXT = 0
@@ -23,6 +30,10 @@ const JUDGE = 2
 const { getOwnPropertyDescriptor, getOwnPropertySymbols, getPrototypeOf, keys: ownKeys } = Object
 const OBJECT = Object.prototype
 const ARRAY = Array.prototype
+const hasOwn = Function.prototype.call.bind(OBJECT.hasOwnProperty)
+const isEnumerable = Function.prototype.call.bind(OBJECT.propertyIsEnumerable)
+const tagOf = Function.prototype.call.bind(OBJECT.toString)
+const TO_STRING_TAG = Symbol.toStringTag
 
 /** Objects reached so far: a short array (the common entry has ~5), a Set past that. */
 class Seen {
@@ -47,9 +58,20 @@ class Seen {
 
 const isAccessor = (d) => d.get !== undefined || d.set !== undefined
 
+/**
+ * What the two standard prototypes allow, checked per call (a program may change them):
+ * JUDGE if a tag or another prototype chain would make Object.prototype.toString run code or
+ * tell plain values apart, READ if JSON.stringify would find an inherited `toJSON`, else TEXT.
+ */
+function prototypesRoute() {
+  if (getPrototypeOf(ARRAY) !== OBJECT || hasOwn(OBJECT, TO_STRING_TAG) || hasOwn(ARRAY, TO_STRING_TAG)) return JUDGE
+  return hasOwn(OBJECT, 'toJSON') || hasOwn(ARRAY, 'toJSON') ? READ : TEXT
+}
+
 /** The route of `expected` (an object or array root): TEXT, READ or JUDGE. */
 function route(root) {
-  let result = TEXT
+  let result = prototypesRoute()
+  if (result === JUDGE) return JUDGE
   const seen = new Seen()
   const stack = [root]
   while (stack.length > 0) {
@@ -60,7 +82,23 @@ function route(root) {
     }
     if (types.isProxy(v)) return JUDGE
     const isArray = Array.isArray(v)
-    if (getPrototypeOf(v) !== (isArray ? ARRAY : OBJECT)) result = READ
+    if (getPrototypeOf(v) !== (isArray ? ARRAY : OBJECT)) return JUDGE
+    // Own symbols first: the tag check below must not meet an own Symbol.toStringTag getter.
+    const symbols = getOwnPropertySymbols(v)
+    if (symbols.length > 0) {
+      result = READ
+      for (const sym of symbols) {
+        if (sym === TO_STRING_TAG) return JUDGE
+        const d = getOwnPropertyDescriptor(v, sym)
+        if (isAccessor(d)) return JUDGE
+        if (typeof d.value === 'object' && d.value !== null) stack.push(d.value)
+      }
+    }
+    // Internal slots behind Object.prototype (Date, RegExp, Error, boxed primitives,
+    // arguments) change the tag isDeepStrictEqual compares; no code runs (no tag anywhere).
+    if (!isArray && tagOf(v) !== '[object Object]') return JUDGE
+    if (hasOwn(v, 'constructor') && !isEnumerable(v, 'constructor')) return JUDGE
+    if (hasOwn(v, 'toJSON') && !isEnumerable(v, 'toJSON')) result = READ // JSON.stringify would call it
     const names = ownKeys(v)
     if (isArray && names.length !== v.length) result = READ // holes or extra properties
     for (let i = 0; i < names.length; i++) {
@@ -69,15 +107,6 @@ function route(root) {
       const x = d.value
       if (typeof x === 'object' && x !== null) stack.push(x)
       else if (!jsonLeaf(x)) result = READ
-    }
-    const symbols = getOwnPropertySymbols(v)
-    if (symbols.length > 0) {
-      result = READ
-      for (const sym of symbols) {
-        const d = getOwnPropertyDescriptor(v, sym)
-        if (isAccessor(d)) return JUDGE
-        if (typeof d.value === 'object' && d.value !== null) stack.push(d.value)
-      }
     }
   }
   return result
