@@ -132,19 +132,25 @@ fn candidates(
     let Ok(listing) = std::fs::read_dir(dir) else {
         return Ok(None);
     };
-    let mut names: Vec<String> = Vec::new();
+    let mut raw: Vec<std::ffi::OsString> = Vec::new();
     for (i, e) in listing.enumerate() {
         if i % 256 == 255 {
             budget.check()?;
         }
-        // Node turns a non-UTF-8 name into a different string whose stat then fails (K2).
-        if let Some(n) = e.ok().and_then(|e| e.file_name().into_string().ok()) {
-            if n.ends_with(".jsonl") {
-                names.push(n);
-            }
+        if let Ok(e) = e {
+            raw.push(e.file_name());
         }
     }
-    names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes())); // libuv order (K1)
+    // libuv's order: the raw names' bytes (K1), before Node decodes them.
+    raw.sort_unstable_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+    // Node decodes a name that is not UTF-8 with U+FFFD replacement (K2) and stats that
+    // decoded name: the file itself is never seen, and a file that carries the decoded name is
+    // seen once more.
+    let names: Vec<String> = raw
+        .iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
     let suffix = session_id.map(|id| format!("_{id}.jsonl"));
     let mut matched: Vec<(f64, String)> = Vec::new();
     let mut rest: Vec<(f64, String)> = Vec::new();

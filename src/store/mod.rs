@@ -205,9 +205,12 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
+    // Names as Node's readdir decodes them (U+FFFD replacement, K2): a name that is not UTF-8
+    // is read under its decoded name, as the original's readFile does, so a file carrying
+    // that name is listed once per name that decodes to it, and is otherwise absent.
     let mut names: Vec<String> = rd
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".json"))
         .collect();
     names.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
