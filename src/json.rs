@@ -332,6 +332,10 @@ impl Parser<'_> {
 }
 
 #[cfg(test)]
+#[path = "json_props.rs"]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -15,6 +15,8 @@ pub mod jsstr;
 pub mod liveness;
 pub mod nodepath;
 pub mod platform;
+#[cfg(test)]
+mod proptest_support;
 pub mod session;
 pub mod store;
 pub mod supervise;

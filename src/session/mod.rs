@@ -23,6 +23,8 @@ use crate::nodepath;
 
 mod marks;
 use marks::{ASSISTANT, ESCAPE};
+#[cfg(test)]
+mod props;
 
 /// Defaults of the original module.
 pub const DEFAULT_DEADLINE_MS: u64 = 5000;

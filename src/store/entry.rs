@@ -474,6 +474,10 @@ fn exp_from_json(root: Json) -> Exp {
 }
 
 #[cfg(test)]
+#[path = "entry_props.rs"]
+mod props;
+
+#[cfg(test)]
 pub(super) mod tests {
     use super::*;
     use crate::json::parse;
