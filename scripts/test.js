@@ -2,7 +2,8 @@
 'use strict'
 // `npm test`: build the addon if it is missing or older than its sources, check that the
 // committed generated loader/types match the build, then lint (actionlint on the workflows,
-// cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
+// cargo fmt, clippy), cargo test and node tests on Node 20 (this one, with the whole fuzz
+// budget), 22 and 24.
 // Every step runs; the exit code is non-zero if any failed.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -33,12 +34,12 @@ if (inGit) run('generated loader and types match the build', 'git', ['diff', '--
 // Each step's temp files go to a directory of its own (TMPDIR, which os.tmpdir() reads on
 // Unix), removed after the step: a test that leaves a temp directory behind, or a test process
 // killed mid-way, leaves nothing in the machine's /tmp.
-function ownTmp(name, bin, args) {
+function ownTmp(name, bin, args, env = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-test-'))
   // Shared like /tmp itself: some tests run children under an unprivileged uid.
   fs.chmodSync(tmp, 0o1777)
   try {
-    run(name, bin, args, { env: { ...process.env, TMPDIR: tmp, TMP: tmp, TEMP: tmp } })
+    run(name, bin, args, { env: { ...process.env, ...env, TMPDIR: tmp, TMP: tmp, TEMP: tmp } })
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true })
   }
@@ -59,11 +60,14 @@ const testFiles = fs
 // run one at a time after the rest, so sibling test processes cannot stall them from outside.
 const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
 const shared = testFiles.filter((f) => !isolated.includes(f))
-function nodeTests(bin, version) {
-  ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared])
-  for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f])
+function nodeTests(bin, version, env) {
+  ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared], env)
+  for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f], env)
 }
-nodeTests(process.execPath, process.versions.node)
+// The fuzz budget (__test__/fuzz.test.js, 100 s) is spent once, on this first line; the other
+// lines keep that file's default of a few seconds, enough to catch what differs with the Node
+// version (util.isDeepStrictEqual compares constructors from Node 22 on, prototypes before).
+nodeTests(process.execPath, process.versions.node, { PI_NATIVE_FUZZ_SECONDS: process.env.PI_NATIVE_FUZZ_SECONDS ?? '100' })
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
 // Each comes from PI_NATIVE_NODE_<major> or the platform's npm package (scripts/node-versions.js);
