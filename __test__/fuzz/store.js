@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const lockfile = require('proper-lockfile')
-const { StoreModel, settle, folderTexts, serialize, errorShape } = require('./oracles.js')
+const { StoreModel, settle, folderTexts, errorShape } = require('./oracles.js')
 const { entry, editedEntry, build, dressedCopy, applyDressings } = require('./values.js')
 
 const matrix = (agentDir) => path.join(agentDir, 'state', 'process-matrix')
@@ -94,7 +94,7 @@ function valueProperty(backends, tmp) {
         return undefined
       }
     })()
-    const expected = applyDressingsTo(c, value, parsed)
+    const expected = expectedOf(c, value, parsed)
     want.push(['read', ordered(model.read(id))])
     want.push(['cas', modelCas(model, c.op, id, expected, next)])
     want.push(['list', model.list().map(ordered)])
@@ -110,27 +110,28 @@ function valueProperty(backends, tmp) {
       assert.deepStrictEqual(got, want, `${name} differs from the model`)
     }
   })
+}
 
-  function applyDressingsTo(c, value, parsed) {
-    switch (c.expected) {
-      case 'written':
-        return parsed === undefined ? undefined : applyDressings(parsed, c.dressings)
-      case 'value':
-        return value
-      case 'other':
-        return applyDressings(structuredClone(c.other), c.dressings)
-      case 'undefined':
-        return undefined
-      default:
-        return null
-    }
+/** The `expected` a case means: the file as parsed (maybe dressed), the written value, another
+ * entry, or nullish. */
+function expectedOf(c, value, parsed) {
+  switch (c.expected) {
+    case 'written':
+      return parsed === undefined ? undefined : applyDressings(parsed, c.dressings)
+    case 'value':
+      return value
+    case 'other':
+      return applyDressings(structuredClone(c.other), c.dressings)
+    case 'undefined':
+      return undefined
+    default:
+      return null
   }
 }
 
+/** The matrix folder a model stands for: `<entryId>.json` → text. */
 function folderFromModel(model) {
-  const out = {}
-  for (const id of [...model.files.keys()].sort()) out[`${id}.json`] = model.files.get(id)
-  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+  return Object.fromEntries([...model.files].map(([id, text]) => [`${id}.json`, text]))
 }
 
 // ---- CAS sequences -----------------------------------------------------------------------------
@@ -294,4 +295,4 @@ function sequenceProperty(backends, tmp) {
   })
 }
 
-module.exports = { valueProperty, sequenceProperty, serialize }
+module.exports = { valueProperty, sequenceProperty }

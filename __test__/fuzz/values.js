@@ -343,4 +343,4 @@ function applyDressings(root, dressings) {
   return top
 }
 
-module.exports = { entry, editedEntry, build, oddValue, dressedCopy, applyDressings }
+module.exports = { entry, editedEntry, build, dressedCopy, applyDressings }
