@@ -26,15 +26,15 @@ const npm = (args, opts) => spawnSync(...npmCommand(args), opts)
 const tar = (tgz, args, cwd = path.dirname(tgz)) => sh('tar', [args[0], path.basename(tgz), ...args.slice(1)], cwd)
 
 const SUBPATHS = {
-  liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess'],
+  liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess', 'waitForProcessExit', 'exitWatchMode'],
   'session-recovery': ['deriveSessionPaths', 'appendWorkerSessionArgs', 'resolveSessionRecoveryEnabled', 'shouldAttemptSessionRecovery', 'recoverLastAssistantFromSession'],
-  'process-matrix-store': ['processMatrixDir', 'entryPath', 'buildEntryId', 'readEntry', 'listEntries', 'writeEntry', 'writeEntryIfUnchanged', 'writeEntryIfUnchangedSync', 'removeEntry', 'removeEntryIfUnchanged', 'sweepOrphanTempFiles'],
+  'process-matrix-store': ['processMatrixDir', 'entryPath', 'buildEntryId', 'readEntry', 'listEntries', 'writeEntry', 'writeEntryIfUnchanged', 'writeEntryIfUnchangedSync', 'removeEntry', 'removeEntryIfUnchanged', 'sweepOrphanTempFiles', 'watchEntries', 'entryWatchMode'],
   'atomic-file': ['withFileLock', 'withFileLockSync', 'writeFileAtomic', 'writeFileAtomicSync'],
 }
 const TYPES = {
-  liveness: ['IntegrationLockOwner', 'ProcessLiveness', 'ProcessIdentity'],
+  liveness: ['IntegrationLockOwner', 'ProcessLiveness', 'ProcessIdentity', 'WaitForProcessExitOptions'],
   'session-recovery': ['SessionRecoveryInfo', 'SessionRecoveryOptions', 'WorkerSessionContext', 'SessionIdentityInput'],
-  'process-matrix-store': ['ProcessMatrixEntry', 'ProcessRole', 'ProcessStatus', 'WindDownReason', 'ResourcePointer', 'ResourcePointerKind', 'AgentResumeContext', 'AgentIdentityContract', 'ResumablePayload', 'ProcessTerminalHandoff'],
+  'process-matrix-store': ['ProcessMatrixEntry', 'ProcessRole', 'ProcessStatus', 'WindDownReason', 'ResourcePointer', 'ResourcePointerKind', 'AgentResumeContext', 'AgentIdentityContract', 'ResumablePayload', 'ProcessTerminalHandoff', 'EntryEvent', 'WatchEntriesOptions'],
   'atomic-file': ['AtomicFileLockOptions', 'AtomicFileWriteOptions'],
 }
 const ALL = Object.values(SUBPATHS).flat()
@@ -209,12 +209,18 @@ const entry: ProcessMatrixEntry = { entryId: buildEntryId(role, 's'), role, agen
 const dir: string = processMatrixDir('/a') + entryPath('/a', 'e')
 const all: Promise<unknown>[] = [readEntry('/a', 'e'), listEntries('/a'), writeEntry('/a', entry), writeEntryIfUnchanged('/a', 'e', undefined, entry), removeEntry('/a', 'e'), removeEntryIfUnchanged('/a', entry), sweepOrphanTempFiles('/a')]
 const sync: boolean = writeEntryIfUnchangedSync('/a', entry, entry)
+const ac = new AbortController()
+const waitOpts: WaitForProcessExitOptions = { signal: ac.signal, ref: false }
+const ended: Promise<true> = waitForProcessExit(id ?? 1, waitOpts)
+const watchOpts: WatchEntriesOptions = { signal: ac.signal }
+const events: AsyncIterable<EntryEvent> = watchEntries('/a', watchOpts)
+const modes: string[] = [exitWatchMode(), entryWatchMode()]
 const lockOpts: AtomicFileLockOptions = { retries: 0, realpath: false, stale: 2000 }
 const writeOpts: AtomicFileWriteOptions = { mode: 0o600 }
 const n: number = withFileLockSync('/f', () => 1, lockOpts)
 const p: Promise<string> = withFileLock('/f', async () => 'x')
 writeFileAtomicSync('/f', 'x', writeOpts); const w: Promise<void> = writeFileAtomic('/f', 'x')
-export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w }
+export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w, ended, events, modes }
 `
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
   // The README's delegate body for pi-adaptative's store.ts must compile as printed.
@@ -233,6 +239,40 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
     sh(process.execPath, [tsc, '-p', `tsconfig.${name}.json`], consumer)
   }
   assert.ok(ALL.length > 20)
+})
+
+test("TypeScript 4.7, 5.x and the current releases: the published types compile under each release's defaults (no target or lib), skipLibCheck off, for module commonjs, node16 and bundler", () => {
+  // A consumer that sets nothing but `module` gets the compiler's default target and lib: ES5
+  // (ES3 on 4.7) up to 5.x, which have no async iterables; 6.0 and later default to a recent ES.
+  const { TYPESCRIPT_VERSIONS, tscCommand } = require('../scripts/typescript-versions.js')
+  const dir = path.join(consumer, 'ts-defaults')
+  fs.mkdirSync(dir)
+  fs.symlinkSync(path.join(consumer, 'node_modules'), path.join(dir, 'node_modules'), 'junction')
+  const lines = Object.entries(SUBPATHS).map(([sub, names]) => {
+    const ns = sub.replace(/-/g, '_')
+    return `import { ${names.map((n) => `${n} as ${ns}_${n}`).join(', ')} } from 'pi-native/${sub}'\n` +
+      `import type { ${TYPES[sub].map((t) => `${t} as ${ns}_${t}`).join(', ')} } from 'pi-native/${sub}'\n` +
+      `export const ${ns} = [${names.map((n) => `${ns}_${n}`).join(', ')}]\n` +
+      `export type ${ns}_types = [${TYPES[sub].map((t) => `${ns}_${t}`).join(', ')}]`
+  })
+  fs.writeFileSync(
+    path.join(dir, 'index.ts'),
+    `${lines.join('\n')}\nimport * as rootModule from 'pi-native'\nexport const backend = rootModule.backend\n` +
+      `export const watch = [liveness_waitForProcessExit(1, { signal: new AbortController().signal }), process_matrix_store_watchEntries('/a', {})]\n`,
+  )
+  const failures = []
+  for (const version of TYPESCRIPT_VERSIONS) {
+    // `bundler` resolution exists from 5.0 on.
+    const modules = version.startsWith('4.') ? ['commonjs', 'node16'] : ['commonjs', 'node16', 'bundler']
+    for (const mod of modules) {
+      const compilerOptions = mod === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: mod }
+      fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true, skipLibCheck: false }, files: ['index.ts'] }))
+      const [cmd, args] = tscCommand(version, ['-p', 'tsconfig.json'])
+      const r = spawnSync(cmd, args, { cwd: dir, encoding: 'utf8' })
+      if (r.status !== 0) failures.push(`TypeScript ${version}, module ${mod}:\n${r.stdout}${r.stderr}`)
+    }
+  }
+  assert.deepEqual(failures, [])
 })
 
 // The README's swap blocks, each put into a model of the real host file it is written for
