@@ -2,7 +2,7 @@
 'use strict'
 // `npm test`: build the addon if it is missing or older than its sources, check that the
 // committed generated loader/types match the build, then lint (actionlint on the workflows,
-// cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
+// cited rule IDs, cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
 // Every step runs; the exit code is non-zero if any failed.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -46,6 +46,8 @@ function ownTmp(name, bin, args) {
 const noLint = require('./lint-workflows.js').unsupported()
 if (noLint) results.push({ name: `actionlint (.github/workflows): ${noLint}`, ok: true, skipped: true, seconds: 0 })
 else run('actionlint (.github/workflows)', process.execPath, [path.join('scripts', 'lint-workflows.js')])
+// Every rule ID a comment or doc page cites must be defined in docs/ARCHITECTURE.md's table.
+run('rule IDs cited in comments and docs are defined (scripts/check-rule-ids.js)', process.execPath, [path.join('scripts', 'check-rule-ids.js')])
 run('cargo fmt', 'cargo', ['fmt', '--check'])
 run('cargo clippy', 'cargo', ['clippy', '--all-targets', '--quiet', '--', '-D', 'warnings'])
 ownTmp('cargo test', 'cargo', ['test', '--quiet'])
