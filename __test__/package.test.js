@@ -8,10 +8,12 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const { root } = require('./helpers.js')
 const { HOSTS, readmeBlocks, compose, fileOf } = require('./host-models.js')
 const { npmCommand } = require('../scripts/tools.js')
+const { compileAndRunExamples, checkCli } = require('./readme-examples.js')
+const { developCommands } = require('../scripts/readme.js')
 
 // This machine's binary (linux-x64-gnu here; the release workflow runs this file on each target's
 // own runner): the file the loader picks among the built ones.
@@ -241,7 +243,7 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
   assert.ok(ALL.length > 20)
 })
 
-test("TypeScript 4.7, 5.x and the current releases: the published types compile under each release's defaults (no target or lib), skipLibCheck off, for module commonjs, node16 and bundler", () => {
+test("TypeScript 4.7, 5.x and the current releases: the published types compile under each release's defaults (no target or lib), skipLibCheck off, for module commonjs, node16 and bundler", async () => {
   // A consumer that sets nothing but `module` gets the compiler's default target and lib: ES5
   // (ES3 on 4.7) up to 5.x, which have no async iterables; 6.0 and later default to a recent ES.
   const { TYPESCRIPT_VERSIONS, tscCommand } = require('../scripts/typescript-versions.js')
@@ -260,19 +262,33 @@ test("TypeScript 4.7, 5.x and the current releases: the published types compile 
     `${lines.join('\n')}\nimport * as rootModule from 'pi-native'\nexport const backend = rootModule.backend\n` +
       `export const watch = [liveness_waitForProcessExit(1, { signal: new AbortController().signal }), process_matrix_store_watchEntries('/a', {})]\n`,
   )
-  const failures = []
+  const runs = []
   for (const version of TYPESCRIPT_VERSIONS) {
     // `bundler` resolution exists from 5.0 on.
     const modules = version.startsWith('4.') ? ['commonjs', 'node16'] : ['commonjs', 'node16', 'bundler']
     for (const mod of modules) {
       const compilerOptions = mod === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: mod }
-      fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true, skipLibCheck: false }, files: ['index.ts'] }))
-      const [cmd, args] = tscCommand(version, ['-p', 'tsconfig.json'])
-      const r = spawnSync(cmd, args, { cwd: dir, encoding: 'utf8' })
-      if (r.status !== 0) failures.push(`TypeScript ${version}, module ${mod}:\n${r.stdout}${r.stderr}`)
+      const config = `tsconfig.${version}.${mod}.json`
+      fs.writeFileSync(path.join(dir, config), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true, skipLibCheck: false }, files: ['index.ts'] }))
+      runs.push({ what: `TypeScript ${version}, module ${mod}`, command: tscCommand(version, ['-p', config]) })
     }
   }
-  assert.deepEqual(failures, [])
+  // The compilers run side by side (each is one single-threaded process).
+  const failures = []
+  let next = 0
+  const worker = async () => {
+    while (next < runs.length) {
+      const { what, command } = runs[next++]
+      const child = spawn(command[0], command[1], { cwd: dir })
+      let out = ''
+      child.stdout.on('data', (d) => (out += d))
+      child.stderr.on('data', (d) => (out += d))
+      const status = await new Promise((resolve) => child.once('close', resolve))
+      if (status !== 0) failures.push(`${what}:\n${out}`)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(2, os.availableParallelism()) }, worker))
+  assert.deepEqual(failures.sort(), [])
 })
 
 // The README's swap blocks, each put into a model of the real host file it is written for
@@ -449,6 +465,68 @@ test('the host models catch a swap that breaks the host build: a liveness block 
   const r = tscHost(dir, writeHostTree(dir, blocks), { verbatimModuleSyntax: true, noEmit: true })
   assert.notEqual(r.status, 0)
   assert.equal((r.stdout.match(/worktree-sync\/store\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'IntegrationLockOwner'/g) ?? []).length, 2, r.stdout)
+})
+
+// The README as a new user meets it (readme-examples.js): its examples pasted into a fresh
+// TypeScript project that installed the tarball, its CLI synopsis run from that install.
+const README = () => fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+
+test('README examples: every ```js and ```ts block compiles (tsc --strict, nodenext) and runs against the installed tarball; an exit hook closes the entry that is on disk', async () => {
+  await compileAndRunExamples(consumer, README())
+})
+
+test('README CLI: every command and option of the synopsis runs from the installed package (npx), with the exit code the README documents', async () => {
+  await checkCli(consumer, README(), npmCommand)
+})
+
+test('README develop block: npm install, then npm test — the commands .ci/run runs, read from the README', () => {
+  assert.deepEqual(developCommands(README()), { install: 'npm install', test: 'npm test' })
+  const ci = fs.readFileSync(path.join(root, '.ci', 'run'), 'utf8')
+  for (const which of ['install', 'test']) {
+    const name = new RegExp(`^(\\w+)=\\$\\(node scripts/readme\\.js develop ${which}\\)$`, 'm').exec(ci)?.[1]
+    assert.ok(name, `.ci/run reads the README's ${which} command`)
+    assert.match(ci, new RegExp(`^eval "\\$${name}"$`, 'm'), `.ci/run runs the README's ${which} command`)
+  }
+  assert.doesNotMatch(ci, /^\s*npm (?:install|ci|test)\b/m, '.ci/run has no npm install or npm test of its own')
+})
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+const anchorOf = (heading) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+
+test('the installed package carries LICENSE (MIT) and every page its docs link to: each relative link and #anchor of each shipped .md resolves inside node_modules/pi-native', () => {
+  const installed = path.join(consumer, 'node_modules', 'pi-native')
+  const manifest = JSON.parse(fs.readFileSync(path.join(installed, 'package.json'), 'utf8'))
+  assert.equal(manifest.license, 'MIT')
+  const license = fs.readFileSync(path.join(installed, 'LICENSE'), 'utf8')
+  assert.match(license, /^MIT License\n\nCopyright \(c\) \d{4} pi-native contributors\n/)
+  assert.match(license, /THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND/)
+  const pages = tarball.files.filter((f) => f.endsWith('.md'))
+  for (const page of ['README.md', 'COMPATIBILITY.md', 'CHANGELOG.md', 'docs/ARCHITECTURE.md']) assert.ok(pages.includes(page), `${page} is shipped`)
+  const broken = []
+  let links = 0
+  for (const page of pages) {
+    const text = fs.readFileSync(path.join(installed, page), 'utf8')
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/i.test(target)) continue
+      links++
+      const [file, anchor] = target.split('#')
+      const dest = file ? path.join(path.dirname(path.join(installed, page)), file) : path.join(installed, page)
+      if (!fs.existsSync(dest)) broken.push(`${page}: ${target} (no such file)`)
+      else if (anchor && dest.endsWith('.md')) {
+        const anchors = [...fs.readFileSync(dest, 'utf8').matchAll(/^#{1,6} (.*)$/gm)].map((m) => anchorOf(m[1]))
+        if (!anchors.includes(anchor)) broken.push(`${page}: ${target} (no such heading)`)
+      }
+    }
+  }
+  assert.deepEqual(broken, [])
+  assert.ok(links >= 8, `${links} relative links checked`)
+  // No repository URL is known to this project: none is committed; the release workflow names
+  // the GitHub repository it runs in, in every manifest it packs.
+  assert.equal(manifest.repository, undefined)
+  assert.equal(manifest.homepage, undefined)
+  const workflow = fs.readFileSync(path.join(root, '.github', 'workflows', 'ci.yml'), 'utf8')
+  assert.match(workflow, /REPO_URL: \$\{\{ github\.server_url \}\}\/\$\{\{ github\.repository \}\}/)
+  assert.match(workflow, /npm pkg set repository\.type=git "repository\.url=git\+\$REPO_URL\.git" "homepage=\$REPO_URL#readme"/)
 })
 
 test('no EBADENGINE on npm install: every non-optional package in the lockfile accepts this Node; the SDK oracle stays 1.6.0 in its own lockfile', () => {
