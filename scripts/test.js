@@ -2,7 +2,7 @@
 'use strict'
 // `npm test`: build the addon if it is missing or older than its sources, check that the
 // committed generated loader/types match the build, then lint (actionlint on the workflows,
-// cited rule IDs, cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
+// cargo fmt, clippy), cargo test and node tests on Node 20 (this one), 22 and 24.
 // Every step runs; the exit code is non-zero if any failed.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -61,9 +61,7 @@ const testFiles = fs
 // run one at a time after the rest, so sibling test processes cannot stall them from outside.
 const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
 const shared = testFiles.filter((f) => !isolated.includes(f))
-// `env` tells the extra Node lines' tests that they are (PI_NATIVE_TEST_EXTRA_NODE): a check
-// whose outcome cannot depend on the Node running it (other TypeScript compilers) runs once.
-function nodeTests(bin, version, env = {}) {
+function nodeTests(bin, version, env) {
   ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared], env)
   for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f], env)
 }
@@ -88,6 +86,8 @@ for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').fil
     continue
   }
   const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.trim()
+  // PI_NATIVE_TEST_EXTRA_NODE: a check whose outcome cannot depend on the Node running it (the
+  // other TypeScript compilers of package.test.js) runs on the first line only.
   nodeTests(bin, version.replace(/^v/, ''), { PI_NATIVE_TEST_EXTRA_NODE: version })
 }
 
