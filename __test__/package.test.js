@@ -51,8 +51,12 @@ let consumer
 let tarball
 let packRun
 let installOutput
+let workDir
+// The tarball, the consumer and everything the tests build in it go with the run (run alone,
+// outside npm test's own temp directory, the file used to leave them in the machine's /tmp).
+test.after(() => workDir && fs.rmSync(workDir, { recursive: true, force: true }))
 test.before(() => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-'))
+  const dir = (workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-')))
   const binary = path.join(root, `pi-native.${HOST}.node`)
   const manifestBefore = fs.readFileSync(path.join(root, 'package.json'))
   const binaryBefore = fs.statSync(binary).mtimeMs
