@@ -396,12 +396,12 @@ export function userPiRoot(): string {
   },
 }
 
-/** The README's swap blocks: `{ key: '<host> <path>', body }`, from its "Swapping it into a host" section. */
+/** The README's swap blocks (```ts swap): `{ key: '<host> <path>', body }`, from its "Swapping it into a host" section. */
 function readmeBlocks(readme) {
   const start = readme.indexOf('## Swapping it into a host')
   const end = readme.indexOf('\n## ', start + 1)
   const section = readme.slice(start, end === -1 ? undefined : end)
-  return [...section.matchAll(/```ts\n\/\/ ((?:pi-crew|pi-adaptative) \S+)[^\n]*\n([\s\S]*?)```/g)].map((m) => ({ key: m[1], body: m[2] }))
+  return [...section.matchAll(/```ts swap\n\/\/ ((?:pi-crew|pi-adaptative) \S+)[^\n]*\n([\s\S]*?)```/g)].map((m) => ({ key: m[1], body: m[2] }))
 }
 
 /** The model file with a block in it: `import` lines among the file's imports, the rest where the definitions were. */

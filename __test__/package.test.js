@@ -8,10 +8,12 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const { root } = require('./helpers.js')
 const { HOSTS, readmeBlocks, compose, fileOf } = require('./host-models.js')
 const { npmCommand } = require('../scripts/tools.js')
+const { compileAndRunExamples, checkCli } = require('./readme-examples.js')
+const { developCommands } = require('../scripts/readme.js')
 
 // This machine's binary (linux-x64-gnu here; the release workflow runs this file on each target's
 // own runner): the file the loader picks among the built ones.
@@ -26,15 +28,15 @@ const npm = (args, opts) => spawnSync(...npmCommand(args), opts)
 const tar = (tgz, args, cwd = path.dirname(tgz)) => sh('tar', [args[0], path.basename(tgz), ...args.slice(1)], cwd)
 
 const SUBPATHS = {
-  liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess'],
+  liveness: ['isReloadSessionProcessAlive', 'defaultIsPidAlive', 'checkProcessLiveness', 'getProcessStartTime', 'probePid', 'probePids', 'getProcessIdentity', 'isSameProcess', 'waitForProcessExit', 'exitWatchMode'],
   'session-recovery': ['deriveSessionPaths', 'appendWorkerSessionArgs', 'resolveSessionRecoveryEnabled', 'shouldAttemptSessionRecovery', 'recoverLastAssistantFromSession'],
-  'process-matrix-store': ['processMatrixDir', 'entryPath', 'buildEntryId', 'readEntry', 'listEntries', 'writeEntry', 'writeEntryIfUnchanged', 'writeEntryIfUnchangedSync', 'removeEntry', 'removeEntryIfUnchanged', 'sweepOrphanTempFiles'],
+  'process-matrix-store': ['processMatrixDir', 'entryPath', 'buildEntryId', 'readEntry', 'listEntries', 'writeEntry', 'writeEntryIfUnchanged', 'writeEntryIfUnchangedSync', 'removeEntry', 'removeEntryIfUnchanged', 'sweepOrphanTempFiles', 'watchEntries', 'entryWatchMode'],
   'atomic-file': ['withFileLock', 'withFileLockSync', 'writeFileAtomic', 'writeFileAtomicSync'],
 }
 const TYPES = {
-  liveness: ['IntegrationLockOwner', 'ProcessLiveness', 'ProcessIdentity'],
+  liveness: ['IntegrationLockOwner', 'ProcessLiveness', 'ProcessIdentity', 'WaitForProcessExitOptions'],
   'session-recovery': ['SessionRecoveryInfo', 'SessionRecoveryOptions', 'WorkerSessionContext', 'SessionIdentityInput'],
-  'process-matrix-store': ['ProcessMatrixEntry', 'ProcessRole', 'ProcessStatus', 'WindDownReason', 'ResourcePointer', 'ResourcePointerKind', 'AgentResumeContext', 'AgentIdentityContract', 'ResumablePayload', 'ProcessTerminalHandoff'],
+  'process-matrix-store': ['ProcessMatrixEntry', 'ProcessRole', 'ProcessStatus', 'WindDownReason', 'ResourcePointer', 'ResourcePointerKind', 'AgentResumeContext', 'AgentIdentityContract', 'ResumablePayload', 'ProcessTerminalHandoff', 'EntryEvent', 'WatchEntriesOptions'],
   'atomic-file': ['AtomicFileLockOptions', 'AtomicFileWriteOptions'],
 }
 const ALL = Object.values(SUBPATHS).flat()
@@ -49,8 +51,12 @@ let consumer
 let tarball
 let packRun
 let installOutput
+let workDir
+// The tarball, the consumer and everything the tests build in it go with the run (run alone,
+// outside npm test's own temp directory, the file used to leave them in the machine's /tmp).
+test.after(() => workDir && fs.rmSync(workDir, { recursive: true, force: true }))
 test.before(() => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-'))
+  const dir = (workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-consumer-')))
   const binary = path.join(root, `pi-native.${HOST}.node`)
   const manifestBefore = fs.readFileSync(path.join(root, 'package.json'))
   const binaryBefore = fs.statSync(binary).mtimeMs
@@ -209,12 +215,18 @@ const entry: ProcessMatrixEntry = { entryId: buildEntryId(role, 's'), role, agen
 const dir: string = processMatrixDir('/a') + entryPath('/a', 'e')
 const all: Promise<unknown>[] = [readEntry('/a', 'e'), listEntries('/a'), writeEntry('/a', entry), writeEntryIfUnchanged('/a', 'e', undefined, entry), removeEntry('/a', 'e'), removeEntryIfUnchanged('/a', entry), sweepOrphanTempFiles('/a')]
 const sync: boolean = writeEntryIfUnchangedSync('/a', entry, entry)
+const ac = new AbortController()
+const waitOpts: WaitForProcessExitOptions = { signal: ac.signal, ref: false }
+const ended: Promise<true> = waitForProcessExit(id ?? 1, waitOpts)
+const watchOpts: WatchEntriesOptions = { signal: ac.signal }
+const events: AsyncIterable<EntryEvent> = watchEntries('/a', watchOpts)
+const modes: string[] = [exitWatchMode(), entryWatchMode()]
 const lockOpts: AtomicFileLockOptions = { retries: 0, realpath: false, stale: 2000 }
 const writeOpts: AtomicFileWriteOptions = { mode: 0o600 }
 const n: number = withFileLockSync('/f', () => 1, lockOpts)
 const p: Promise<string> = withFileLock('/f', async () => 'x')
 writeFileAtomicSync('/f', 'x', writeOpts); const w: Promise<void> = writeFileAtomic('/f', 'x')
-export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w }
+export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w, ended, events, modes }
 `
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
   // The README's delegate body for pi-adaptative's store.ts must compile as printed.
@@ -233,6 +245,56 @@ export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync,
     sh(process.execPath, [tsc, '-p', `tsconfig.${name}.json`], consumer)
   }
   assert.ok(ALL.length > 20)
+})
+
+test("TypeScript 4.7, 5.x and the current releases: the published types compile under each release's defaults (no target or lib), skipLibCheck off, for module commonjs, node16 and bundler", {
+  skip: process.env.PI_NATIVE_TEST_EXTRA_NODE && 'the compilers answer the same whatever Node runs them: checked on the first Node line of npm test',
+}, async () => {
+  // A consumer that sets nothing but `module` gets the compiler's default target and lib: ES5
+  // (ES3 on 4.7) up to 5.x, which have no async iterables; 6.0 and later default to a recent ES.
+  const { TYPESCRIPT_VERSIONS, tscCommand } = require('../scripts/typescript-versions.js')
+  const dir = path.join(consumer, 'ts-defaults')
+  fs.mkdirSync(dir)
+  fs.symlinkSync(path.join(consumer, 'node_modules'), path.join(dir, 'node_modules'), 'junction')
+  const lines = Object.entries(SUBPATHS).map(([sub, names]) => {
+    const ns = sub.replace(/-/g, '_')
+    return `import { ${names.map((n) => `${n} as ${ns}_${n}`).join(', ')} } from 'pi-native/${sub}'\n` +
+      `import type { ${TYPES[sub].map((t) => `${t} as ${ns}_${t}`).join(', ')} } from 'pi-native/${sub}'\n` +
+      `export const ${ns} = [${names.map((n) => `${ns}_${n}`).join(', ')}]\n` +
+      `export type ${ns}_types = [${TYPES[sub].map((t) => `${ns}_${t}`).join(', ')}]`
+  })
+  fs.writeFileSync(
+    path.join(dir, 'index.ts'),
+    `${lines.join('\n')}\nimport * as rootModule from 'pi-native'\nexport const backend = rootModule.backend\n` +
+      `export const watch = [liveness_waitForProcessExit(1, { signal: new AbortController().signal }), process_matrix_store_watchEntries('/a', {})]\n`,
+  )
+  const runs = []
+  for (const version of TYPESCRIPT_VERSIONS) {
+    // `bundler` resolution exists from 5.0 on.
+    const modules = version.startsWith('4.') ? ['commonjs', 'node16'] : ['commonjs', 'node16', 'bundler']
+    for (const mod of modules) {
+      const compilerOptions = mod === 'bundler' ? { module: 'esnext', moduleResolution: 'bundler' } : { module: mod }
+      const config = `tsconfig.${version}.${mod}.json`
+      fs.writeFileSync(path.join(dir, config), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true, skipLibCheck: false }, files: ['index.ts'] }))
+      runs.push({ what: `TypeScript ${version}, module ${mod}`, command: tscCommand(version, ['-p', config]) })
+    }
+  }
+  // The compilers run side by side (each is one single-threaded process).
+  const failures = []
+  let next = 0
+  const worker = async () => {
+    while (next < runs.length) {
+      const { what, command } = runs[next++]
+      const child = spawn(command[0], command[1], { cwd: dir })
+      let out = ''
+      child.stdout.on('data', (d) => (out += d))
+      child.stderr.on('data', (d) => (out += d))
+      const status = await new Promise((resolve) => child.once('close', resolve))
+      if (status !== 0) failures.push(`${what}:\n${out}`)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(2, os.availableParallelism()) }, worker))
+  assert.deepEqual(failures.sort(), [])
 })
 
 // The README's swap blocks, each put into a model of the real host file it is written for
@@ -409,6 +471,68 @@ test('the host models catch a swap that breaks the host build: a liveness block 
   const r = tscHost(dir, writeHostTree(dir, blocks), { verbatimModuleSyntax: true, noEmit: true })
   assert.notEqual(r.status, 0)
   assert.equal((r.stdout.match(/worktree-sync\/store\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'IntegrationLockOwner'/g) ?? []).length, 2, r.stdout)
+})
+
+// The README as a new user meets it (readme-examples.js): its examples pasted into a fresh
+// TypeScript project that installed the tarball, its CLI synopsis run from that install.
+const README = () => fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+
+test('README examples: every ```js and ```ts block compiles (tsc --strict, nodenext) and runs against the installed tarball; an exit hook closes the entry that is on disk', async () => {
+  await compileAndRunExamples(consumer, README())
+})
+
+test('README CLI: every command and option of the synopsis runs from the installed package (npx), with the exit code the README documents', async () => {
+  await checkCli(consumer, README(), npmCommand)
+})
+
+test('README develop block: npm install, then npm test — the commands .ci/run runs, read from the README', () => {
+  assert.deepEqual(developCommands(README()), { install: 'npm install', test: 'npm test' })
+  const ci = fs.readFileSync(path.join(root, '.ci', 'run'), 'utf8')
+  for (const which of ['install', 'test']) {
+    const name = new RegExp(`^(\\w+)=\\$\\(node scripts/readme\\.js develop ${which}\\)$`, 'm').exec(ci)?.[1]
+    assert.ok(name, `.ci/run reads the README's ${which} command`)
+    assert.match(ci, new RegExp(`^eval "\\$${name}"$`, 'm'), `.ci/run runs the README's ${which} command`)
+  }
+  assert.doesNotMatch(ci, /^\s*npm (?:install|ci|test)\b/m, '.ci/run has no npm install or npm test of its own')
+})
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
+const anchorOf = (heading) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+
+test('the installed package carries LICENSE (MIT) and every page its docs link to: each relative link and #anchor of each shipped .md resolves inside node_modules/pi-native', () => {
+  const installed = path.join(consumer, 'node_modules', 'pi-native')
+  const manifest = JSON.parse(fs.readFileSync(path.join(installed, 'package.json'), 'utf8'))
+  assert.equal(manifest.license, 'MIT')
+  const license = fs.readFileSync(path.join(installed, 'LICENSE'), 'utf8')
+  assert.match(license, /^MIT License\n\nCopyright \(c\) \d{4} pi-native contributors\n/)
+  assert.match(license, /THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND/)
+  const pages = tarball.files.filter((f) => f.endsWith('.md'))
+  for (const page of ['README.md', 'COMPATIBILITY.md', 'CHANGELOG.md', 'docs/ARCHITECTURE.md']) assert.ok(pages.includes(page), `${page} is shipped`)
+  const broken = []
+  let links = 0
+  for (const page of pages) {
+    const text = fs.readFileSync(path.join(installed, page), 'utf8')
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/i.test(target)) continue
+      links++
+      const [file, anchor] = target.split('#')
+      const dest = file ? path.join(path.dirname(path.join(installed, page)), file) : path.join(installed, page)
+      if (!fs.existsSync(dest)) broken.push(`${page}: ${target} (no such file)`)
+      else if (anchor && dest.endsWith('.md')) {
+        const anchors = [...fs.readFileSync(dest, 'utf8').matchAll(/^#{1,6} (.*)$/gm)].map((m) => anchorOf(m[1]))
+        if (!anchors.includes(anchor)) broken.push(`${page}: ${target} (no such heading)`)
+      }
+    }
+  }
+  assert.deepEqual(broken, [])
+  assert.ok(links >= 8, `${links} relative links checked`)
+  // No repository URL is known to this project: none is committed; the release workflow names
+  // the GitHub repository it runs in, in every manifest it packs.
+  assert.equal(manifest.repository, undefined)
+  assert.equal(manifest.homepage, undefined)
+  const workflow = fs.readFileSync(path.join(root, '.github', 'workflows', 'ci.yml'), 'utf8')
+  assert.match(workflow, /REPO_URL: \$\{\{ github\.server_url \}\}\/\$\{\{ github\.repository \}\}/)
+  assert.match(workflow, /npm pkg set repository\.type=git "repository\.url=git\+\$REPO_URL\.git" "homepage=\$REPO_URL#readme"/)
 })
 
 test('no EBADENGINE on npm install: every non-optional package in the lockfile accepts this Node; the SDK oracle stays 1.6.0 in its own lockfile', () => {

@@ -589,3 +589,44 @@ test('bad input: no crash; the original error class and message where the spec s
   assert.deepStrictEqual(await n.readEntry(a, 'master-session-1'), makeEntry())
   assert.deepEqual(leftovers(a).filter((x) => x.startsWith('master-session-1')), ['master-session-1.json'])
 })
+
+test("a NUL byte in a path: reads answer what the original's guarded fs.promises.readFile answers, writes reject with Node's own mkdir error; both backends", async () => {
+  // The original reads inside try/catch (B3), and Node's readFile reports a NUL byte as a
+  // rejection (ERR_INVALID_ARG_VALUE), not a synchronous throw: the original resolves undefined.
+  const original = async (file) => {
+    try {
+      return JSON.parse(await fs.promises.readFile(file, 'utf8'))
+    } catch {
+      return undefined
+    }
+  }
+  const a = tempAgentDir()
+  const nulDir = `${a}\0x`
+  const pending = fs.promises.readFile(path.join(nulDir, 'm.json'), 'utf8')
+  const nodeError = await pending.then(() => null, (err) => err)
+  assert.equal(nodeError?.code, 'ERR_INVALID_ARG_VALUE')
+  const mkdirError = await fs.promises.mkdir(path.join(nulDir, 'state', 'process-matrix'), { recursive: true }).then(() => null, (err) => err)
+  let mkdirSyncError
+  try {
+    fs.mkdirSync(path.join(nulDir, 'state', 'process-matrix'), { recursive: true })
+  } catch (err) {
+    mkdirSyncError = err
+  }
+  const shape = (err) => err && [err.constructor, err.code, err.message]
+  for (const [name, s] of backends()) {
+    for (const [dir, id] of [[nulDir, 'master-session-1'], [a, 'master-\0session-1']]) {
+      assert.equal(await s.readEntry(dir, id), await original(s.entryPath(dir, id)), `${name} readEntry ${JSON.stringify([dir, id])}`)
+    }
+    assert.deepEqual(await s.listEntries(nulDir), [], `${name} listEntries`)
+    const entry = makeEntry()
+    for (const [call, p] of [
+      ['writeEntry', s.writeEntry(nulDir, entry)],
+      ['writeEntryIfUnchanged', s.writeEntryIfUnchanged(nulDir, entry.entryId, undefined, entry)],
+      ['removeEntry', s.removeEntry(nulDir, entry.entryId)],
+      ['removeEntryIfUnchanged', s.removeEntryIfUnchanged(nulDir, entry)],
+    ]) {
+      assert.deepEqual(shape(await p.then(() => null, (err) => err)), shape(mkdirError), `${name} ${call}`)
+    }
+    assert.throws(() => s.writeEntryIfUnchangedSync(nulDir, entry, entry), (err) => assert.deepEqual(shape(err), shape(mkdirSyncError)) ?? true, `${name} writeEntryIfUnchangedSync`)
+  }
+})

@@ -1,3 +1,7 @@
+// `watchEntries` returns an async iterator: its types come with ES2018's lib, which a consumer's
+// default target (ES5 up to TypeScript 5.x) does not load; this brings in only that part.
+/// <reference lib="es2018.asynciterable" />
+
 /** `path.join(agentDir, "state", "process-matrix")`. */
 export declare function processMatrixDir(agentDir: string): string
 
