@@ -13,6 +13,11 @@
 #       (the export list of Debian's musl 1.2.3 libc.so: symbol names are the same on every
 #       architecture).
 #   All four: an ELF64 shared object for the right machine, exporting napi_register_module_v1.
+#   And where this machine can (a musl binary of its own architecture, Debian's musl and zig
+#   installed, as scripts/cross-toolchain.sh does): loaded for real by musl's dynamic linker, from
+#   a small musl program that dlopens it with RTLD_NOW (every symbol bound, initializers run) and
+#   finds napi_register_module_v1. No Node for musl runs here; the release workflow's Alpine job
+#   runs the suite on it.
 #
 #   scripts/inspect-linux.sh [binary ...]   # default: the four pi-native.linux-*.node present
 set -euo pipefail
@@ -91,7 +96,33 @@ check() {
     missing=$(comm -23 <(sed 's/@.*//' <<<"$strong" | sort -u) <(echo "$exports"))
     if [ -n "$missing" ]; then fail "undefined symbols musl does not export: $(echo $missing)"
     else echo "   every undefined symbol ($(grep -c . <<<"$strong")) is exported by musl ($MUSL_LIBC)"; fi
+    if [ "$arch" = "$(uname -m)" ] && [ -e "/lib/ld-musl-$arch.so.1" ] && python3 -c 'import ziglang' 2>/dev/null; then
+      local out
+      if out=$(musl_loader "$arch" && "$WORK/load-$arch" "$(readlink -f "$f")" 2>&1); then
+        echo "   loaded by musl's dynamic linker (dlopen RTLD_NOW; napi_register_module_v1 found)"
+      else fail "musl's dynamic linker refused it: $out"; fi
+    fi
   fi
+}
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+# A musl program that dlopens its argument with every symbol bound now (built once per run).
+musl_loader() {
+  [ -x "$WORK/load-$1" ] && return
+  cat >"$WORK/load.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = argc == 2 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : 0;
+  if (!h) { puts(argc == 2 ? dlerror() : "usage: load FILE"); return 1; }
+  if (!dlsym(h, "napi_register_module_v1")) { puts("napi_register_module_v1 not found"); return 1; }
+  return 0;
+}
+C
+  # Dynamic (dlopen needs musl's dynamic linker), without zig's sanitizer runtime, whose own
+  # imports (statx, ...) Debian's older musl lacks.
+  python3 -m ziglang cc -target "$1-linux-musl" -dynamic -O2 -fno-sanitize=all -s -o "$WORK/load-$1" "$WORK/load.c"
 }
 
 for f in "${FILES[@]}"; do check "$f"; done
