@@ -391,7 +391,7 @@ function checkLinuxBinary(label, dir, target) {
     const file = path.join(dir, 'node_modules', `pi-native-${target}`, `pi-native.${target}.node`)
     const r = spawnSync(path.join(root, 'scripts', 'inspect-linux.sh'), [file], { encoding: 'utf8' })
     if (r.status !== 0) throw new Error(`${r.stdout}${r.stderr}`)
-    return r.stdout.split('\n').filter((l) => /highest glibc|exported by musl/.test(l)).map((l) => l.trim()).join('; ')
+    return r.stdout.split('\n').filter((l) => /highest glibc|exported by musl|loaded by musl/.test(l)).map((l) => l.trim()).join('; ')
   })
 }
 
