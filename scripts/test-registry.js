@@ -2,12 +2,13 @@
 'use strict'
 // `npm install pi-native` from a real registry: a private verdaccio on 127.0.0.1 (pinned in
 // scripts/verdaccio/, installed on demand into .cache/verdaccio/), the packages that
-// scripts/pack-all.sh makes from the five binaries scripts/build-targets.sh built, and fresh
+// scripts/pack-all.sh makes from the seven binaries scripts/build-targets.sh built, and fresh
 // consumers that install them:
 //   a) on this machine: exactly pi-native and pi-native-linux-x64-gnu (beside proper-lockfile's
 //      own closure), the native backend, one call of each capability (the supervision events
 //      told by the kernel: pidfd, inotify);
-//   b) with npm's --os/--cpu/--libc for the four other targets: exactly the matching package;
+//   b) with npm's --os/--cpu/--libc for the six other targets (the two musl ones as an Alpine
+//      host asks): exactly the matching package;
 //   c) for an unsupported OS (--os=freebsd): no binary package, and here the JS backend with
 //      exactly one PI_NATIVE_JS_FALLBACK warning (events by probing and fs.watch);
 //   d) the consumers' lockfiles pass `npm ci` in clean copies.
@@ -17,7 +18,7 @@
 // directory, so the user's npmrc, auth and cache are never read or written; the temp directory
 // and the registry process are removed at the end, also on failure or interruption.
 //   node scripts/test-registry.js        # build first: scripts/build-targets.sh
-const { spawn } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -29,6 +30,8 @@ const HOST_TARGET = 'linux-x64-gnu' // this machine (CI's)
 // Foreign platforms as npm's --os/--cpu/--libc flags, and the one package each must get.
 const FOREIGN = [
   { target: 'linux-arm64-gnu', flags: ['--os=linux', '--cpu=arm64', '--libc=glibc'] },
+  { target: 'linux-x64-musl', flags: ['--os=linux', '--cpu=x64', '--libc=musl'] },
+  { target: 'linux-arm64-musl', flags: ['--os=linux', '--cpu=arm64', '--libc=musl'] },
   { target: 'darwin-arm64', flags: ['--os=darwin', '--cpu=arm64'] },
   { target: 'darwin-x64', flags: ['--os=darwin', '--cpu=x64'] },
   { target: 'win32-x64-msvc', flags: ['--os=win32', '--cpu=x64'] },
@@ -343,7 +346,7 @@ function lockfile(dir) {
 /** Checks shared by every consumer that installed pi-native: the lockfile and the packages in it. */
 function checkLockfile(label, dir, registry) {
   const lock = lockfile(dir)
-  check(`${label}: lockfile names pi-native@${VERSION} and all five binary packages as optional, with their os/cpu/libc`, () => {
+  check(`${label}: lockfile names pi-native@${VERSION} and all ${TARGETS.length} binary packages as optional, with their os/cpu/libc`, () => {
     const main = lock.packages['node_modules/pi-native']
     if (!main || main.version !== VERSION) throw new Error(`pi-native entry: ${JSON.stringify(main)}`)
     assertEqual(Object.keys(main.optionalDependencies ?? {}).sort(), TARGETS.map((t) => `pi-native-${t}`), 'optionalDependencies')
@@ -379,6 +382,19 @@ function checkNodeModules(label, dir, target) {
   })
 }
 
+/**
+ * The Linux binary that a consumer's binary package installed passes scripts/inspect-linux.sh
+ * (glibc ≤ 2.17 for -gnu; musl only for -musl): the registry carries the binaries that ship.
+ */
+function checkLinuxBinary(label, dir, target) {
+  check(`${label}: the installed pi-native.${target}.node passes scripts/inspect-linux.sh`, () => {
+    const file = path.join(dir, 'node_modules', `pi-native-${target}`, `pi-native.${target}.node`)
+    const r = spawnSync(path.join(root, 'scripts', 'inspect-linux.sh'), [file], { encoding: 'utf8' })
+    if (r.status !== 0) throw new Error(`${r.stdout}${r.stderr}`)
+    return r.stdout.split('\n').filter((l) => /highest glibc|exported by musl|loaded by musl/.test(l)).map((l) => l.trim()).join('; ')
+  })
+}
+
 function checkUse(label, report, backend) {
   check(`${label}: require('pi-native').backend === '${backend}'`, () => assertEqual(report.backend, backend, 'backend'))
   check(`${label}: one call of each capability (liveness, recovery, store, watchEntries, waitForProcessExit, atomic-file)`, () => assertEqual(report.calls, EXPECTED_CALLS, 'results'))
@@ -402,12 +418,12 @@ function checkUse(label, report, backend) {
 async function main(work) {
   // The binaries, and what pack-all.sh makes of them.
   const missing = TARGETS.filter((t) => !fs.existsSync(path.join(root, `pi-native.${t}.node`)))
-  if (!check('all five binaries are built', () => assertEqual(missing, [], 'missing (run scripts/build-targets.sh)'))) return
+  if (!check(`all ${TARGETS.length} binaries are built`, () => assertEqual(missing, [], 'missing (run scripts/build-targets.sh)'))) return
   const dist = path.join(work, 'dist')
   await mustRun(path.join(root, 'scripts', 'pack-all.sh'), [dist], { cwd: root })
   const tarballs = TARGETS.map((t) => path.join(dist, `pi-native-${t}-${VERSION}.tgz`))
   const mainTarball = path.join(dist, 'registry', `pi-native-${VERSION}.tgz`)
-  if (!check('scripts/pack-all.sh made the five per-target packages and the registry main package', () => {
+  if (!check(`scripts/pack-all.sh made the ${TARGETS.length} per-target packages and the registry main package`, () => {
     assertEqual([...tarballs, mainTarball].filter((f) => !fs.existsSync(f)).map((f) => path.relative(dist, f)), [], 'missing')
   })) return
   log(`packed (${elapsed()})`)
@@ -453,7 +469,7 @@ async function consumersAgainst(work, registry, tarballs, mainTarball) {
   }
   const published = {}
   for (const name of ['pi-native', ...TARGETS.map((t) => `pi-native-${t}`)]) published[name] = await packument(name)
-  check(`published pi-native and the five binary packages at ${VERSION}`, () => {
+  check(`published pi-native and the ${TARGETS.length} binary packages at ${VERSION}`, () => {
     for (const [name, p] of Object.entries(published)) {
       assertEqual([p.status, p.body?.['dist-tags']?.latest], [200, VERSION], name)
       const tarball = p.body.versions[VERSION].dist.tarball
@@ -479,6 +495,7 @@ async function consumersAgainst(work, registry, tarballs, mainTarball) {
   log(`a) installed on this machine (${elapsed()})`)
   checkNodeModules('a) linux-x64', native, HOST_TARGET)
   checkLockfile('a) linux-x64', native, registry.url)
+  checkLinuxBinary('a) linux-x64', native, HOST_TARGET)
   checkUse('a) linux-x64', await useConsumer(native, env), 'native')
 
   // b) the other targets, c) an unsupported OS: installed side by side (npm waits on the network
@@ -491,12 +508,13 @@ async function consumersAgainst(work, registry, tarballs, mainTarball) {
     const label = `${o.target ? 'b' : 'c'}) ${o.flags.join(' ')}`
     checkNodeModules(label, dirs[i], o.target)
     checkLockfile(label, dirs[i], registry.url)
+    if (o.target?.startsWith('linux-')) checkLinuxBinary(label, dirs[i], o.target)
   }
   checkUse('c) --os=freebsd, loaded on this machine', await useConsumer(dirs.at(-1), env), 'js')
 
   // d) npm ci from the lockfiles, in clean copies: this machine's, and one written for darwin-arm64
   // (a lockfile is the same on every platform: npm ci here still installs this machine's package).
-  for (const [label, from] of [['native', native], ['darwin-arm64', dirs[1]]]) {
+  for (const [label, from] of [['native', native], ['darwin-arm64', dirs[others.findIndex((o) => o.target === 'darwin-arm64')]]]) {
     const copy = path.join(work, 'consumers', `ci-from-${label}`)
     fs.mkdirSync(copy)
     for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(from, f), path.join(copy, f))

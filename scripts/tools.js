@@ -8,6 +8,15 @@ const path = require('node:path')
 
 const root = path.resolve(__dirname, '..')
 
+/**
+ * `<platform>-<arch>`, with `-musl` on a Linux whose C library is not glibc (Alpine): the key of
+ * the tools published per platform (Node and Bun builds, wheels), which differ for musl.
+ */
+function platformKey() {
+  const musl = process.platform === 'linux' && !process.report?.getReport().header.glibcVersionRuntime
+  return `${process.platform}-${process.arch}${musl ? '-musl' : ''}`
+}
+
 /** npm's CLI script: the one running this process (npm_execpath), else the one beside this Node. */
 function npmCli() {
   const dir = path.dirname(process.execPath)
@@ -35,4 +44,4 @@ function napiCommand(args) {
   return [process.execPath, [path.join(path.dirname(pkg), bin), ...args]]
 }
 
-module.exports = { npmCommand, napiCommand }
+module.exports = { npmCommand, napiCommand, platformKey }

@@ -45,7 +45,8 @@ fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain syscalls on the calling thread; no memory is passed.
     unsafe {
-        let tid = libc::gettid() as libc::id_t;
+        // The raw syscall: glibc's gettid() wrapper is 2.30+, above the binaries' 2.17 floor.
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         let current = libc::getpriority(libc::PRIO_PROCESS, tid);
         libc::setpriority(libc::PRIO_PROCESS, tid, (current + 10).min(19));
     }

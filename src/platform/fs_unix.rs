@@ -60,18 +60,26 @@ pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
         let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
         // SAFETY: statx is plain old data; all-zero is a valid value for it.
         let mut x: libc::statx = unsafe { std::mem::zeroed() };
+        // The raw syscall: glibc's statx() wrapper is 2.28+ (musl's 1.2.5+), above the binaries'
+        // 2.17 floor. Without the syscall (kernel < 4.11, a seccomp filter) a plain stat, as
+        // glibc's wrapper would emulate it.
         // SAFETY: c is a valid NUL-terminated path and x writable for the call.
         let rc = unsafe {
-            libc::statx(
+            libc::syscall(
+                libc::SYS_statx,
                 libc::AT_FDCWD,
                 c.as_ptr(),
                 libc::AT_STATX_FORCE_SYNC,
                 libc::STATX_BASIC_STATS,
-                &mut x,
+                &mut x as *mut libc::statx,
             )
         };
         if rc != 0 {
-            return Err(std::io::Error::last_os_error());
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ENOSYS) {
+                return stamp_of(path);
+            }
+            return Err(err);
         }
         let dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
         let mtime = x.stx_mtime.tv_sec as i128 * 1_000_000_000 + x.stx_mtime.tv_nsec as i128;
@@ -103,7 +111,7 @@ pub fn touch_dir_if(
         Some(t) => {
             let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
             [libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
+                tv_sec: d.as_secs() as _, // time_t (whose alias the libc crate deprecates on musl)
                 tv_nsec: d.subsec_nanos() as _,
             }; 2]
         }
@@ -177,7 +185,7 @@ pub fn set_times(path: &str, to: SystemTime) -> std::io::Result<()> {
     let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
     let d = to.duration_since(UNIX_EPOCH).unwrap_or_default();
     let t = libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
+        tv_sec: d.as_secs() as _, // time_t (whose alias the libc crate deprecates on musl)
         tv_nsec: d.subsec_nanos() as _,
     };
     // SAFETY: c is a valid NUL-terminated path; the array has the two timespecs utimensat reads.

@@ -1207,7 +1207,7 @@ mod tests {
         // A foreign stale lock (mtime 3 s ago): taken over.
         let c = CString::new(lock.clone()).unwrap();
         let old = libc::timespec {
-            tv_sec: (now_ms() / 1000) as libc::time_t - 3,
+            tv_sec: (now_ms() / 1000) as i64 - 3,
             tv_nsec: 0,
         };
         let times = [old, old];
@@ -1362,7 +1362,7 @@ mod tests {
     fn set_mtime_secs_ago(path: &str, secs: i64) {
         let c = CString::new(path).unwrap();
         let t = libc::timespec {
-            tv_sec: (now_ms() / 1000) as libc::time_t - secs as libc::time_t,
+            tv_sec: (now_ms() / 1000) as i64 - secs,
             tv_nsec: 0,
         };
         // SAFETY: valid path and a two-element timespec array.
