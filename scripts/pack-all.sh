@@ -20,6 +20,8 @@ for dir in npm/*/; do
   bin="pi-native.$t.node"
   if [ -f "$bin" ]; then
     cp "$bin" "$dir/"
+    # Each binary package says "license": "MIT": it carries the text too (npm packs LICENSE always).
+    cp LICENSE "$dir/"
     (cd "$dir" && npm pack --silent --ignore-scripts --pack-destination "$OUT" >/dev/null)
     echo "packed $t"
   else
