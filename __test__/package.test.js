@@ -139,7 +139,8 @@ test('scripts/pack-all.sh: the fat tarball names no optionalDependencies; the re
     assert.deepEqual(filesOf(registry), filesOf(fat).filter((f) => !f.endsWith('.node')))
     assert.ok(filesOf(fat).includes(`package/pi-native.${HOST}.node`))
     const own = path.join(out, `pi-native-${HOST}-${version}.tgz`)
-    assert.deepEqual(filesOf(own).filter((f) => !f.endsWith('.md')), ['package/package.json', `package/pi-native.${HOST}.node`])
+    assert.deepEqual(filesOf(own).filter((f) => !f.endsWith('.md')), ['package/LICENSE', 'package/package.json', `package/pi-native.${HOST}.node`])
+    assert.equal(tar(own, ['-xzOf', 'package/LICENSE']), fs.readFileSync(path.join(root, 'LICENSE'), 'utf8'))
   } finally {
     fs.rmSync(out, { recursive: true, force: true })
   }
