@@ -134,7 +134,7 @@ for (const [name, s] of backends()) {
 test('the probing fallback waits for the last thread too', { skip: helper.skip }, async () => {
   // A kernel route that refuses every pid (no pidfds, EPERM): the native probe decides.
   const { waitForProcessExit } = events.createExitWaits({
-    exitWatch: { mode: () => 'pidfd', start() {}, add: () => -1, cancel() {}, ref() {} },
+    exitWatch: { mode: () => 'pidfd', open: () => ({ add: () => -1, cancel() {}, ref() {} }) },
     ended: events.probeEnded(native),
   })
   const p = await leaderGone()

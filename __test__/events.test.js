@@ -223,7 +223,7 @@ test('the probing fallback: a pid the kernel will not watch is probed at the doc
   // A backend whose kernel route refuses every pid (as for EPERM, a kernel without pidfds).
   const calls = []
   const { waitForProcessExit, exitWatchMode } = events.createExitWaits({
-    exitWatch: { mode: () => 'pidfd', start() {}, add: (pid) => (calls.push(pid), -1), cancel() {}, ref() {} },
+    exitWatch: { mode: () => 'pidfd', open: () => ({ add: (pid) => (calls.push(pid), -1), cancel() {}, ref() {} }) },
     ended: events.probeEnded(native),
   })
   assert.equal(exitWatchMode(), 'pidfd')
@@ -445,7 +445,8 @@ for (const [name, s] of backends()) {
 
 test('watchEntries polls a folder whose notifications miss remote changes', async (tc) => {
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".
-  const quiet = { mode: () => 'none', start() {}, add: () => 1, cancel() {}, ref() {} }
+  let next = 1
+  const quiet = { mode: () => 'none', open: () => ({ add: () => next++, cancel() {}, ref() {} }) }
   const scan = (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig])))
   const { watchEntries } = events.createEntryWatches({ dirWatch: quiet, scan, isRemote: async () => true, readEntry: native.readEntry })
   const a = tempAgentDir()
