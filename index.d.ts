@@ -29,8 +29,6 @@ export declare class DirChannel {
   take(): Array<DirMail>
   /** Whether this channel's notices keep the event loop alive. */
   ref(on: boolean): void
-  /** Names waiting in the mailbox now (for tests: it is bounded). */
-  queued(): number
 }
 
 /** The exit notices of one copy of the JS layer: each watch it adds calls its `onExit(id)`. */
@@ -331,12 +329,15 @@ export declare function storeWrite(file: string, payload: string | undefined | n
 export declare function supervisionState(): SupervisionState
 
 /**
- * What is being watched in the process, for tests: watches of all environments, and
- * whether the waiter (its thread, its descriptors) exists.
+ * What is being watched in the process, for tests: watches of all environments, whether
+ * the waiter (its thread, its descriptors) exists, and the folder notices waiting for a JS
+ * thread to take them.
  */
 export interface SupervisionState {
   watches: number
   waiterRunning: boolean
+  /** Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch). */
+  queuedNames: number
 }
 
 /**

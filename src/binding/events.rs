@@ -21,6 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use napi::bindgen_prelude::*;
@@ -39,6 +40,9 @@ type MailFn = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
 
 /// Names kept for one folder watch before they are given up for one "look again".
 pub const MAIL_CAP: usize = 1024;
+
+/// Names waiting in every channel's mailbox of the process (for [`supervision_state`]).
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// Reference (keep the event loop alive) or unreference a thread-safe function. napi-rs 3
 /// marks `refer`/`unref` deprecated, pointing at `clone` (which counts threads, not loop
@@ -142,6 +146,16 @@ struct WatchMail {
     failed: Option<(i32, String)>,
 }
 
+impl WatchMail {
+    /// Drop the names for one "look again" (which covers them).
+    fn give_up(&mut self) {
+        QUEUED.fetch_sub(self.names.len(), Ordering::Relaxed);
+        self.look_again = true;
+        self.names = Vec::new();
+        self.seen = HashSet::new();
+    }
+}
+
 #[derive(Default)]
 struct Mail {
     watches: HashMap<u64, WatchMail>,
@@ -149,6 +163,14 @@ struct Mail {
     order: Vec<u64>,
     /// A call to the JS side is on its way (no other is made until it takes the mail).
     called: bool,
+}
+
+impl Drop for Mail {
+    /// Names never taken (their environment went away) leave the process's count.
+    fn drop(&mut self) {
+        let left: usize = self.watches.values().map(|w| w.names.len()).sum();
+        QUEUED.fetch_sub(left, Ordering::Relaxed);
+    }
 }
 
 struct DirInner {
@@ -170,19 +192,14 @@ impl DirInner {
             match notice {
                 Notice::Changed(name) if !w.look_again => {
                     if w.names.len() >= MAIL_CAP {
-                        w.look_again = true;
-                        w.names = Vec::new();
-                        w.seen = HashSet::new();
+                        w.give_up();
                     } else if w.seen.insert(name.clone()) {
                         w.names.push(name);
+                        QUEUED.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Notice::Changed(_) => {}
-                Notice::Reevaluate => {
-                    w.look_again = true;
-                    w.names = Vec::new();
-                    w.seen = HashSet::new();
-                }
+                Notice::Reevaluate => w.give_up(),
                 Notice::Failed(code) => w.failed = Some((code, dir.to_string())),
                 Notice::Exited => {}
             }
@@ -262,6 +279,7 @@ impl DirChannel {
             .into_iter()
             .filter_map(|id| {
                 let w = watches.remove(&id)?;
+                QUEUED.fetch_sub(w.names.len(), Ordering::Relaxed);
                 Some(DirMail {
                     id: id as f64,
                     names: (!w.look_again).then_some(w.names),
@@ -281,13 +299,6 @@ impl DirChannel {
     #[napi(js_name = "ref", catch_unwind)]
     pub fn set_ref(&self, env: &Env, on: bool) -> Result<()> {
         set_ref!(env, self.inner.tsfn, on)
-    }
-
-    /// Names waiting in the mailbox now (for tests: it is bounded).
-    #[napi(catch_unwind)]
-    pub fn queued(&self) -> u32 {
-        let mail = self.inner.mail.lock().unwrap_or_else(|e| e.into_inner());
-        mail.watches.values().map(|w| w.names.len() as u32).sum()
     }
 }
 
@@ -360,12 +371,15 @@ pub fn dir_is_remote(env: &Env, dir: String) -> Result<PromiseRaw<'_, Option<boo
     )
 }
 
-/// What is being watched in the process, for tests: watches of all environments, and
-/// whether the waiter (its thread, its descriptors) exists.
+/// What is being watched in the process, for tests: watches of all environments, whether
+/// the waiter (its thread, its descriptors) exists, and the folder notices waiting for a JS
+/// thread to take them.
 #[napi(object)]
 pub struct SupervisionState {
     pub watches: u32,
     pub waiter_running: bool,
+    /// Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch).
+    pub queued_names: u32,
 }
 
 /// The process's supervision state ([`SupervisionState`]).
@@ -374,6 +388,7 @@ pub fn supervision_state() -> SupervisionState {
     SupervisionState {
         watches: core::watch_count() as u32,
         waiter_running: core::waiter_running(),
+        queued_names: QUEUED.load(Ordering::Relaxed) as u32,
     }
 }
 
