@@ -95,9 +95,10 @@ for (const backend of ['native', 'js']) {
   })
 }
 
-/** The platform package of this machine's binary: `{ file, name }`, or undefined. */
+/** The platform package of this machine's binary: `{ file, name, version }`, or undefined. */
 function platformPackage() {
-  const file = fs.readdirSync(root).find((n) => n.endsWith('.node'))
+  // The package root may hold cross-built binaries of other platforms too.
+  const file = fs.readdirSync(root).find((n) => n.startsWith(`pi-native.${process.platform}-${process.arch}`) && n.endsWith('.node'))
   if (!file) return undefined
   for (const dir of fs.readdirSync(path.join(root, 'npm'))) {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'npm', dir, 'package.json'), 'utf8'))
@@ -112,6 +113,11 @@ test('native: two installed copies in two folders sharing one platform package e
   // tmp/node_modules/<platform package>  (hoisted: both copies load this one binary)
   // tmp/host-{a,b}/node_modules/pi-native  (package.json, loader, lib, js; no binary of their own)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-copies-'))
+  // The JS backend's dependencies (unused while the binary loads) beside the shared binary.
+  for (const dep of ['proper-lockfile', 'graceful-fs', 'retry', 'signal-exit']) {
+    const from = path.join(root, 'node_modules', dep)
+    if (fs.existsSync(from)) fs.cpSync(from, path.join(tmp, 'node_modules', dep), { recursive: true })
+  }
   const shared = path.join(tmp, 'node_modules', plat.name)
   fs.mkdirSync(shared, { recursive: true })
   fs.writeFileSync(path.join(shared, 'package.json'), JSON.stringify({ name: plat.name, version: plat.version, main: plat.file }))
@@ -120,7 +126,6 @@ test('native: two installed copies in two folders sharing one platform package e
     const dir = path.join(tmp, host, 'node_modules', 'pi-native')
     fs.mkdirSync(dir, { recursive: true })
     for (const n of ['package.json', 'index.js', 'lib', 'js']) fs.cpSync(path.join(root, n), path.join(dir, n), { recursive: true })
-    fs.cpSync(path.join(root, 'node_modules', 'proper-lockfile'), path.join(dir, 'node_modules', 'proper-lockfile'), { recursive: true })
     return dir
   })
   const kids = await children(2)

@@ -21,9 +21,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
  * event in `events`, and `faults`: a `change` that repeats the state already in the view. (A
  * `remove` of an entry the view does not hold is allowed: it says the entry is not at the path,
  * and the consumer may know the entry from elsewhere, its own listing.) `delayMs` makes it a slow
- * consumer (a pause after each event); `pause()`/`resume()` stop and restart its reading.
+ * consumer (a pause after each event; a function gives each pause); `check(event)` may return
+ * a fault of its own; `pause()`/`resume()` stop and restart its reading.
  */
-function consume(iterable, { delayMs = 0 } = {}) {
+function consume(iterable, { delayMs = 0, check } = {}) {
   const view = new Map()
   const events = []
   const faults = []
@@ -37,6 +38,8 @@ function consume(iterable, { delayMs = 0 } = {}) {
     try {
       for await (const ev of iterable) {
         events.push(ev)
+        const fault = check?.(ev)
+        if (fault) faults.push(fault)
         if (ev.type === 'remove') {
           view.delete(ev.entryId)
         } else {
@@ -44,7 +47,8 @@ function consume(iterable, { delayMs = 0 } = {}) {
           view.set(ev.entryId, ev.entry)
         }
         wake()
-        if (delayMs > 0) await sleep(delayMs)
+        const delay = typeof delayMs === 'function' ? delayMs() : delayMs
+        if (delay > 0) await sleep(delay)
         if (paused) await paused.promise
       }
     } catch (err) {
