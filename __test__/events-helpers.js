@@ -2,7 +2,10 @@
 // Helpers of the supervision-event tests: a bounded wait on a promise, and a consumer of
 // watchEntries that keeps the view its events build and checks each event as it comes.
 const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
+const { spawnSync } = require('node:child_process')
 const { isDeepStrictEqual } = require('node:util')
 
 /** Settles within `ms`? `{ value }` / `{ error }`, or undefined while still pending. */
@@ -115,4 +118,45 @@ async function converges(s, c, agentDir, ms = 5000, what = 'the view to equal th
   assert.deepEqual(c.faults, [])
 }
 
-module.exports = { within, sleep, consume, listing, converges }
+// The main thread starts a thread that reads stdin until EOF, says "ready", and ends itself
+// with pthread_exit: the process lives as long as stdin stays open.
+const SOURCE = `
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *reader(void *arg) {
+  char c;
+  (void)arg;
+  while (read(0, &c, 1) > 0) {}
+  return NULL;
+}
+int main(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, reader, NULL) != 0) return 2;
+  printf("ready\\n");
+  fflush(stdout);
+  pthread_exit(NULL);
+}
+`
+
+let leaderExit
+
+/**
+ * A program whose main thread ends with pthread_exit while another thread reads stdin until EOF
+ * (it prints "ready" first): `{ bin }`, compiled once per test process, or `{ skip }` with the
+ * reason where no C compiler works.
+ */
+function leaderExitHelper() {
+  if (leaderExit) return leaderExit
+  if (process.platform === 'win32') return (leaderExit = { skip: 'no pthread_exit on Windows (ExitThread is another route)' })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-leader-'))
+  fs.writeFileSync(path.join(dir, 'leader.c'), SOURCE)
+  const bin = path.join(dir, 'leader')
+  const cc = spawnSync('cc', ['-O1', '-pthread', '-o', bin, path.join(dir, 'leader.c')], { encoding: 'utf8' })
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+  if (cc.error || cc.status !== 0) return (leaderExit = { skip: `no working C compiler (${cc.error?.code ?? cc.stderr.trim()})` })
+  return (leaderExit = { bin })
+}
+
+
+module.exports = { within, sleep, consume, listing, converges, leaderExitHelper }

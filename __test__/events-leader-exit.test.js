@@ -10,44 +10,14 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { spawn, spawnSync } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const { backends, sleep } = require('./helpers.js')
+const { leaderExitHelper } = require('./events-helpers.js')
 const events = require('../lib/contract/events.js')
 
 const native = require('../lib/binding.js').loadNative()
 
-// The main thread starts a thread that reads stdin until EOF, says "ready", and ends itself
-// with pthread_exit: the process lives as long as stdin stays open.
-const SOURCE = `
-#include <pthread.h>
-#include <stdio.h>
-#include <unistd.h>
-static void *reader(void *arg) {
-  char c;
-  (void)arg;
-  while (read(0, &c, 1) > 0) {}
-  return NULL;
-}
-int main(void) {
-  pthread_t t;
-  if (pthread_create(&t, NULL, reader, NULL) != 0) return 2;
-  printf("ready\\n");
-  fflush(stdout);
-  pthread_exit(NULL);
-}
-`
-
-/** The helper binary, compiled once; undefined (with the reason) where no C compiler works. */
-const helper = (() => {
-  if (process.platform === 'win32') return { skip: 'no pthread_exit on Windows (ExitThread is another route)' }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-leader-'))
-  fs.writeFileSync(path.join(dir, 'leader.c'), SOURCE)
-  const bin = path.join(dir, 'leader')
-  const cc = spawnSync('cc', ['-O1', '-pthread', '-o', bin, path.join(dir, 'leader.c')], { encoding: 'utf8' })
-  if (cc.error || cc.status !== 0) return { skip: `no working C compiler (${cc.error?.code ?? cc.stderr.trim()})` }
-  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
-  return { bin }
-})()
+const helper = leaderExitHelper()
 
 /** Linux: state letter and thread count of /proc/PID/stat. */
 function stat(pid) {
