@@ -338,6 +338,8 @@ export interface SupervisionState {
   waiterRunning: boolean
   /** Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch). */
   queuedNames: number
+  /** Times the OS said folder notifications were lost (each made the watches look again). */
+  overflows: number
 }
 
 /**

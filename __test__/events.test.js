@@ -488,3 +488,19 @@ test('js backend: its network and FUSE file systems are those of the addon (src/
   const { REMOTE_MAGIC } = require('../js/events.js')
   assert.deepEqual([...REMOTE_MAGIC].sort((a, b) => a - b), magics.sort((a, b) => a - b))
 })
+
+test('a folder watch the OS stops serving ends the iteration with its error (the consumer sees it)', async () => {
+  // A backend whose watch fails after its start, as ReadDirectoryChangesW does on a handle
+  // error: the contract layer hands the error to the pending next().
+  let notify
+  let next = 1
+  const failing = { mode: () => 'none', open: (onEvent) => ((notify = onEvent), { add: () => next++, cancel() {}, ref() {} }) }
+  const scan = async () => new Map()
+  const { watchEntries } = events.createEntryWatches({ dirWatch: failing, scan, isRemote: async () => false, readEntry: native.readEntry })
+  const it = watchEntries(tempAgentDir())
+  const pending = it.next()
+  const err = Object.assign(new Error("EIO: i/o error, watch 'x'"), { code: 'EIO', syscall: 'watch' })
+  notify(next - 1, null, err)
+  assert.deepEqual(await within(pending, 1000), { error: err })
+  assert.deepEqual(await it.next(), { value: undefined, done: true })
+})

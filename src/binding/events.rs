@@ -380,6 +380,8 @@ pub struct SupervisionState {
     pub waiter_running: bool,
     /// Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch).
     pub queued_names: u32,
+    /// Times the OS said folder notifications were lost (each made the watches look again).
+    pub overflows: u32,
 }
 
 /// The process's supervision state ([`SupervisionState`]).
@@ -389,6 +391,7 @@ pub fn supervision_state() -> SupervisionState {
         watches: core::watch_count() as u32,
         waiter_running: core::waiter_running(),
         queued_names: QUEUED.load(Ordering::Relaxed) as u32,
+        overflows: core::overflow_count() as u32,
     }
 }
 

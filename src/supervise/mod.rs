@@ -355,6 +355,18 @@ pub fn waiter_running() -> bool {
     registry().waiter.is_some()
 }
 
+/// Times the OS said folder notifications were lost (a queue or buffer overflowed) since the
+/// process started: each made the folders' watches look again.
+pub fn overflow_count() -> u64 {
+    OVERFLOWS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static OVERFLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count_overflow() {
+    OVERFLOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Finish removals outside the lock (a Windows wait is unregistered with a blocking call that
 /// waits for its callback, which takes the lock), then stop an idle waiter.
 fn finish(later: Vec<os::Release>, idle: Option<os::Waiter>) {
@@ -421,6 +433,7 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                     }
                 }
                 Fired::Lost(key) => {
+                    count_overflow();
                     for (id, w) in &reg.watches {
                         if matches!(&w.kind, Kind::Dir { key: Some(k), .. } if *k == key) {
                             deliver.push((w.sink.clone(), *id, Notice::Reevaluate));
@@ -466,6 +479,7 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                     }
                 }
                 Fired::Overflow => {
+                    count_overflow();
                     for (id, w) in &reg.watches {
                         if matches!(w.kind, Kind::Dir { .. }) {
                             deliver.push((w.sink.clone(), *id, Notice::Reevaluate));
