@@ -15,9 +15,12 @@ const { root, backends } = require('./helpers.js')
 const { makeEntry, matrixDir } = require('./store-fixtures.js')
 const { sleep, consume, converges, within } = require('./events-helpers.js')
 
-// Wine keeps a removed or renamed folder that is watched until its watch closes and tells no
-// watch of it meanwhile (Node's fs.watch alike): moving folders on the path cannot be followed there.
-const wine = process.env.PI_NATIVE_EMULATED === 'wine' && 'Wine: a watched folder moved or removed is not announced until its watch closes'
+// Wine keeps a removed folder that is watched until its watch closes and tells no watch of it
+// meanwhile (Node's fs.watch alike): a removal on the path cannot be followed there.
+const wineKeepsRemoved = process.env.PI_NATIVE_EMULATED === 'wine' && 'Wine: a watched folder removed is not announced until its watch closes'
+// Windows itself refuses to rename a folder while a handle below it is open (every watch of the
+// path holds one); Wine allows it, and the renames are followed there.
+const windowsRefusesRenames = process.platform === 'win32' && process.env.PI_NATIVE_EMULATED !== 'wine' && 'Windows refuses to rename a folder above a watched one'
 
 /** A fresh folder holding `agent/` (the agentDir): `{ top, a }`. */
 function tree() {
@@ -41,7 +44,7 @@ async function quiet(c, ms = 300) {
 }
 
 for (const [name, s] of backends()) {
-  test(`${name}: watchEntries follows the path when a folder on it is renamed away and back`, { skip: wine }, async () => {
+  test(`${name}: watchEntries follows the path when a folder on it is renamed away and back`, { skip: windowsRefusesRenames }, async () => {
     const { top, a } = tree()
     const ac = new AbortController()
     await s.writeEntry(a, makeEntry('master', 'before')) // present at the call: not news
@@ -78,7 +81,7 @@ for (const [name, s] of backends()) {
     }
   })
 
-  test(`${name}: watchEntries follows the path when the agentDir, or a folder above it, is renamed or removed`, { skip: wine }, async () => {
+  test(`${name}: watchEntries follows the path when the agentDir, or a folder above it, is renamed or removed`, { skip: windowsRefusesRenames }, async (t) => {
     const { top, a } = tree()
     const ac = new AbortController()
     const c = consume(s.watchEntries(a, { signal: ac.signal }))
@@ -105,11 +108,15 @@ for (const [name, s] of backends()) {
       await converges(s, c, a, 5000, 'the folder above moved back')
       assert.deepEqual(Object.keys(c.valid()), ['worker-above', 'worker-again'])
       // Removed outright, then made again.
-      rmTree(path.join(a, 'state'))
-      await c.until((x) => x.view.size === 0, 5000, 'removes when the state folder was deleted')
-      await s.writeEntry(a, makeEntry('master', 'reborn'))
-      await converges(s, c, a, 5000, 'the state folder made again')
-      assert.deepEqual(Object.keys(c.valid()), ['master-reborn'])
+      if (wineKeepsRemoved) {
+        t.diagnostic(`the removal step skipped: ${wineKeepsRemoved}`)
+      } else {
+        rmTree(path.join(a, 'state'))
+        await c.until((x) => x.view.size === 0, 5000, 'removes when the state folder was deleted')
+        await s.writeEntry(a, makeEntry('master', 'reborn'))
+        await converges(s, c, a, 5000, 'the state folder made again')
+        assert.deepEqual(Object.keys(c.valid()), ['master-reborn'])
+      }
     } finally {
       ac.abort()
       await c.done
@@ -119,7 +126,7 @@ for (const [name, s] of backends()) {
     }
   })
 
-  test(`${name}: a slow consumer: the folder moved away before it read what was noticed (a remove for all it may know of, nothing from the moved folder)`, { skip: wine }, async () => {
+  test(`${name}: a slow consumer: the folder moved away before it read what was noticed (a remove for all it may know of, nothing from the moved folder)`, async () => {
     const { top, a } = tree()
     const ac = new AbortController()
     const it = s.watchEntries(a, { signal: ac.signal })

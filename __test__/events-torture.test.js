@@ -20,9 +20,9 @@ const { makeEntry } = require('./store-fixtures.js')
 const { sleep, consume, converges } = require('./events-helpers.js')
 
 const SECONDS = Number(process.env.PI_NATIVE_TORTURE_SECONDS ?? 15)
-const wine = process.env.PI_NATIVE_EMULATED === 'wine' && 'Wine: a watched folder moved or removed is not announced until its watch closes'
+const wine = process.env.PI_NATIVE_EMULATED === 'wine' && 'Wine: a watched folder removed is not announced until its watch closes'
 // Windows refuses to rename a folder while a handle below it is open (any watch of the path).
-const windows = process.platform === 'win32' && 'Windows: folders above a watched one cannot be renamed while it is watched'
+const windows = process.platform === 'win32' && 'Windows refuses to rename a folder above a watched one'
 
 /** mulberry32: a small seeded generator, so a failing run can be replayed. */
 function rng(seed) {
