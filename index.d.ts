@@ -10,6 +10,41 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * The folder notices of one copy of the JS layer: when some are waiting it calls its
+ * `onMail()`, which takes them with `take()`.
+ */
+export declare class DirChannel {
+  /** A channel whose notices call `onMail` (unreferenced to begin with). */
+  constructor(onMail: () => void)
+  /**
+   * Watch the existing folder `dir` (an absolute path, the folder it names now): for its
+   * entry files (`*.json`), or, with `child`, for that one name being created, removed or
+   * renamed. The watch id; throws as Node's `fs.watch` does.
+   */
+  add(dir: string, child?: string | undefined | null): number
+  /**
+   * Every notice waiting, by watch, in the order they came; the next notice calls `onMail`
+   * again.
+   */
+  take(): Array<DirMail>
+  /** Whether this channel's notices keep the event loop alive. */
+  ref(on: boolean): void
+}
+
+/** The exit notices of one copy of the JS layer: each watch it adds calls its `onExit(id)`. */
+export declare class ExitChannel {
+  /** A channel whose notices call `onExit` with the watch id (unreferenced to begin with). */
+  constructor(onExit: (id: number) => void)
+  /**
+   * Watch a positive int32 pid (with `startTimeMs`, that very process): the watch id (> 0),
+   * 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
+   */
+  add(pid: number, startTimeMs?: number | undefined | null): number
+  /** Whether this channel's notices keep the event loop alive. */
+  ref(on: boolean): void
+}
+
+/**
  * A lock held for a `withFileLock(Sync)` callback. It belongs to the JS environment that took
  * it: `release()` gives it back, and so does the environment's teardown or the object's
  * collection (Drop) — there is no global handle table that could outlive the environment.
@@ -69,29 +104,23 @@ export declare function atomicWriteSync(filePath: string, content: string | Uint
  */
 export declare function dirIsRemote(dir: string): Promise<boolean | null>
 
+/** What `DirChannel.take()` hands over for one watch. */
+export interface DirMail {
+  id: number
+  /** The changed names, or null: look at the folder again. */
+  names?: Array<string>
+  /** Set when the watch failed (it reports nothing more): what the error factory needs. */
+  failure?: Failure
+}
+
 /**
  * The entry files (`*.json`) of `dir` with their signatures, for polling a folder whose
  * notifications miss remote changes; `[]` when the folder does not exist (or is a file).
  */
 export declare function dirScan(dir: string): Promise<ScannedFile[]>
 
-/**
- * Watch the existing folder `dir` (an absolute path): for its entry files (`*.json`), or,
- * with `child`, for that one name only. The watch id; throws as Node's `fs.watch` does.
- */
-export declare function dirWatchAdd(dir: string, child?: string | undefined | null): number
-
 /** How folders are watched here: `inotify`, `kqueue` or `ReadDirectoryChangesW`. */
 export declare function dirWatchMode(): 'inotify' | 'kqueue' | 'ReadDirectoryChangesW' | 'none'
-
-/** Whether this environment's folder notices keep its event loop alive. */
-export declare function dirWatchRef(on: boolean): void
-
-/**
- * Set the function this environment's folder notices call: `(id, name)` for a changed name,
- * `(id, null)` to look at the folder again (gone, replaced, or notices lost).
- */
-export declare function dirWatchStart(onEvent: (id: number, name: string | null) => void): void
 
 /** An accepted entry file: its text, and the timestamps only V8 can judge (valid iff all finite). */
 export interface EntryText {
@@ -99,20 +128,8 @@ export interface EntryText {
   pending: Array<string>
 }
 
-/**
- * Watch a positive int32 pid (with `startTimeMs`, that very process): the watch id (> 0),
- * 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
- */
-export declare function exitWatchAdd(pid: number, startTimeMs?: number | undefined | null): number
-
 /** How process exits are watched here: `pidfd`, `kqueue`, `process-handle`, or `probe`. */
 export declare function exitWatchMode(): 'pidfd' | 'kqueue' | 'process-handle' | 'probe'
-
-/** Whether this environment's exit notices keep its event loop alive. */
-export declare function exitWatchRef(on: boolean): void
-
-/** Set the function this environment's exit notices call with the watch id. */
-export declare function exitWatchStart(onExit: (id: number) => void): void
 
 /** What went wrong, in the terms the JS error factory needs. */
 export interface Failure {
@@ -312,12 +329,17 @@ export declare function storeWrite(file: string, payload: string | undefined | n
 export declare function supervisionState(): SupervisionState
 
 /**
- * What is being watched in the process, for tests: watches of all environments, and
- * whether the waiter (its thread, its descriptors) exists.
+ * What is being watched in the process, for tests: watches of all environments, whether
+ * the waiter (its thread, its descriptors) exists, and the folder notices waiting for a JS
+ * thread to take them.
  */
 export interface SupervisionState {
   watches: number
   waiterRunning: boolean
+  /** Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch). */
+  queuedNames: number
+  /** Times the OS said folder notifications were lost (each made the watches look again). */
+  overflows: number
 }
 
 /**

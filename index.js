@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.DirChannel = nativeBinding.DirChannel
+module.exports.ExitChannel = nativeBinding.ExitChannel
 module.exports.HeldLock = nativeBinding.HeldLock
 module.exports.ListChunks = nativeBinding.ListChunks
 module.exports.SuspendedCas = nativeBinding.SuspendedCas
@@ -842,14 +844,8 @@ module.exports.atomicWrite = nativeBinding.atomicWrite
 module.exports.atomicWriteSync = nativeBinding.atomicWriteSync
 module.exports.dirIsRemote = nativeBinding.dirIsRemote
 module.exports.dirScan = nativeBinding.dirScan
-module.exports.dirWatchAdd = nativeBinding.dirWatchAdd
 module.exports.dirWatchMode = nativeBinding.dirWatchMode
-module.exports.dirWatchRef = nativeBinding.dirWatchRef
-module.exports.dirWatchStart = nativeBinding.dirWatchStart
-module.exports.exitWatchAdd = nativeBinding.exitWatchAdd
 module.exports.exitWatchMode = nativeBinding.exitWatchMode
-module.exports.exitWatchRef = nativeBinding.exitWatchRef
-module.exports.exitWatchStart = nativeBinding.exitWatchStart
 module.exports.kill0 = nativeBinding.kill0
 module.exports.legacyStartTime = nativeBinding.legacyStartTime
 module.exports.lockAcquire = nativeBinding.lockAcquire

@@ -223,7 +223,7 @@ test('the probing fallback: a pid the kernel will not watch is probed at the doc
   // A backend whose kernel route refuses every pid (as for EPERM, a kernel without pidfds).
   const calls = []
   const { waitForProcessExit, exitWatchMode } = events.createExitWaits({
-    exitWatch: { mode: () => 'pidfd', start() {}, add: (pid) => (calls.push(pid), -1), cancel() {}, ref() {} },
+    exitWatch: { mode: () => 'pidfd', open: () => ({ add: (pid) => (calls.push(pid), -1), cancel() {}, ref() {} }) },
     ended: events.probeEnded(native),
   })
   assert.equal(exitWatchMode(), 'pidfd')
@@ -445,7 +445,8 @@ for (const [name, s] of backends()) {
 
 test('watchEntries polls a folder whose notifications miss remote changes', async (tc) => {
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".
-  const quiet = { mode: () => 'none', start() {}, add: () => 1, cancel() {}, ref() {} }
+  let next = 1
+  const quiet = { mode: () => 'none', open: () => ({ add: () => next++, cancel() {}, ref() {} }) }
   const scan = (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig])))
   const { watchEntries } = events.createEntryWatches({ dirWatch: quiet, scan, isRemote: async () => true, readEntry: native.readEntry })
   const a = tempAgentDir()
@@ -486,4 +487,20 @@ test('js backend: its network and FUSE file systems are those of the addon (src/
   assert.ok(magics.length >= 10, `parsed ${magics.length} magics`)
   const { REMOTE_MAGIC } = require('../js/events.js')
   assert.deepEqual([...REMOTE_MAGIC].sort((a, b) => a - b), magics.sort((a, b) => a - b))
+})
+
+test('a folder watch the OS stops serving ends the iteration with its error (the consumer sees it)', async () => {
+  // A backend whose watch fails after its start, as ReadDirectoryChangesW does on a handle
+  // error: the contract layer hands the error to the pending next().
+  let notify
+  let next = 1
+  const failing = { mode: () => 'none', open: (onEvent) => ((notify = onEvent), { add: () => next++, cancel() {}, ref() {} }) }
+  const scan = async () => new Map()
+  const { watchEntries } = events.createEntryWatches({ dirWatch: failing, scan, isRemote: async () => false, readEntry: native.readEntry })
+  const it = watchEntries(tempAgentDir())
+  const pending = it.next()
+  const err = Object.assign(new Error("EIO: i/o error, watch 'x'"), { code: 'EIO', syscall: 'watch' })
+  notify(next - 1, null, err)
+  assert.deepEqual(await within(pending, 1000), { error: err })
+  assert.deepEqual(await it.next(), { value: undefined, done: true })
 })

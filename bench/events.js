@@ -11,6 +11,9 @@
 //    native, the JS backend's probing and the hosts' timers. Linux (/proc/self/task).
 //  - another process's writeEntry → watchEntries event, p50/p99: native against the JS backend
 //    (fs.watch).
+//  - memory of a watch while 100,000 distinct entries are created and removed over time (a
+//    worker thread writes them, 1,000 at a time): RSS and heap after a full GC at 10,000 and at
+//    the end, with a consumer that reads every event and with one that has stopped reading.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -181,7 +184,69 @@ async function entryLatencies(lib, backend, writes) {
   return { lags, missed: writes - lags.length }
 }
 
+/**
+ * A fresh process watches (initial: true) while a worker thread there creates and removes `n`
+ * distinct entries, 1,000 at a time with a 10 ms pause; `paused`: the consumer reads one event
+ * and then stops. Returns `{ samples: [{ written, rss, heap }], events }`, each sample after a
+ * full GC (every 10,000 entries, and 1 s after the last).
+ */
+function watchMemory(backend, n, paused) {
+  const script = `
+    const { Worker } = require('node:worker_threads')
+    const fs = require('node:fs')
+    const path = require('node:path')
+    const s = require(${JSON.stringify(path.join(__dirname, '..', backend === 'native' ? 'lib/native.js' : 'js/index.js'))})
+    const [agentDir, n, paused, text] = process.argv.slice(1)
+    const dir = path.join(agentDir, 'state', 'process-matrix')
+    fs.mkdirSync(dir, { recursive: true })
+    const samples = []
+    const sample = (written) => {
+      global.gc()
+      const m = process.memoryUsage()
+      samples.push({ written, rss: m.rss, heap: m.heapUsed })
+    }
+    let events = 0
+    const it = s.watchEntries(agentDir, { initial: true })
+    ;(async () => {
+      for await (const _ of it) {
+        events++
+        if (paused === '1') await new Promise(() => {}) // stops reading, the watch stays open
+      }
+    })()
+    const w = new Worker(\`
+      const fs = require('node:fs')
+      const path = require('node:path')
+      const { workerData: { dir, n, text }, parentPort } = require('node:worker_threads')
+      ;(async () => {
+        for (let i = 0; i < n; i++) {
+          const file = path.join(dir, 'worker-mem-' + i + '.json')
+          fs.writeFileSync(file, text.replaceAll('SID', 'mem-' + i))
+          fs.unlinkSync(file)
+          if (i % 1000 === 999) {
+            await new Promise((r) => setTimeout(r, 10))
+            if ((i + 1) % 10000 === 0) parentPort.postMessage(i + 1)
+          }
+        }
+      })()\`, { eval: true, workerData: { dir, n: Number(n), text } })
+    w.on('message', (written) => sample(written))
+    w.once('exit', () => setTimeout(() => {
+      sample(Number(n))
+      console.log(JSON.stringify({ samples, events }))
+      process.exit(0)
+    }, 1000))`
+  const agentDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-bench-mem-'))
+  const text = `${JSON.stringify(makeEntry('worker', 'SID'), null, '\t')}\n`
+  const r = require('node:child_process').spawnSync(process.execPath, ['--expose-gc', '-e', script, agentDir, String(n), paused ? '1' : '0', text], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 24,
+  })
+  fs.rmSync(agentDir, { recursive: true, force: true })
+  if (r.status !== 0) throw new Error(`watch memory (${backend}): ${r.stderr}`)
+  return JSON.parse(r.stdout.trim().split('\n').at(-1))
+}
+
 const ms = (x) => `${x.toFixed(x < 10 ? 2 : 1)} ms`
+const mib = (x) => `${(x / 2 ** 20).toFixed(1)} MiB`
 
 module.exports = async function events({ native, js }) {
   const results = []
@@ -263,6 +328,34 @@ module.exports = async function events({ native, js }) {
         p === 99
           ? `from the writeEntry call (its lock, temp file and rename included); native ${en.lags.length} writes seen, ${en.missed} coalesced; JS ${ej.lags.length} seen, ${ej.missed} coalesced; load average ${load}`
           : undefined,
+    })
+  }
+  // ---- memory of a watch over 100,000 distinct entries ----
+  process.stderr.write('bench events: a watch while 100,000 distinct entries come and go…\n')
+  for (const paused of [false, true]) {
+    const runs = {}
+    for (const backend of ['native', 'js']) runs[backend] = watchMemory(backend, 100000, paused)
+    // Over the second half while the writer still runs (60,000 → 90,000: by the 100,000th the
+    // writer thread is going away): memory that grew with the entries seen would grow here as
+    // before. The first half includes V8's young generation growing to its working size.
+    const growth = (r) => {
+      const from = r.samples.find((x) => x.written === 60000)
+      const to = r.samples.find((x) => x.written === 90000)
+      return { rss: to.rss - from.rss, heap: to.heap - from.heap }
+    }
+    const gn = growth(runs.native)
+    const gj = growth(runs.js)
+    const describe = (r, g) =>
+      `RSS every 10,000 entries ${r.samples.map((x) => mib(x.rss)).join(' → ')} (the last 1 s after the writer ended); from 60,000 to 90,000: RSS ${g.rss >= 0 ? '+' : ''}${mib(g.rss)}, heap ${g.heap >= 0 ? '+' : ''}${mib(g.heap)}; ${r.events} events`
+    results.push({
+      name: `100,000 distinct entries created and removed under a watch, ${paused ? 'consumer stopped reading' : 'consumer reading'}: RSS growth from 60,000 to 90,000, JS backend vs native`,
+      unit: ' MiB',
+      baselineValue: gj.rss / 2 ** 20,
+      nativeValue: gn.rss / 2 ** 20,
+      ratio: NaN,
+      targetText: 'native: flat (RSS < 2 MiB, heap < 1 MiB)',
+      met: gn.rss < 2 * 2 ** 20 && gn.heap < 2 ** 20,
+      notes: `native: ${describe(runs.native, gn)}; JS backend: ${describe(runs.js, gj)}`,
     })
   }
   return results

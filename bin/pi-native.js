@@ -424,8 +424,10 @@ function watchMatrix(agentDir, redraw) {
         process.stderr.write(`pi-native: cannot watch ${target} (${err.code || err.message})\n`)
       }
     }
+    // `initial`: the entries present when the watch starts come through it too, so the first
+    // table and the watch cannot disagree about anything written in between.
     ;(async () => {
-      for await (const _change of lib.watchEntries(agentDir, { signal: stopping.signal })) redrawNow()
+      for await (const _change of lib.watchEntries(agentDir, { signal: stopping.signal, initial: true })) redrawNow()
     })().catch((err) => {
       if (!stopping.signal.aborted) fail(err)
     })

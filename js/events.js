@@ -17,35 +17,37 @@ const REMOTE_MAGIC = new Set([
 
 /** Folder watches over `fs.watch`, in the shape the contract layer asks for. */
 function createDirWatch() {
-  let onEvent = null
-  let held = true
-  let next = 1
-  const watchers = new Map()
   return {
     mode: () => 'fs.watch',
-    start(fn) {
-      onEvent = fn
-    },
-    add(dir, child) {
-      const id = next++
-      const self = path.basename(dir)
-      const watcher = fs.watch(dir, { persistent: held }, (type, name) => {
-        if (typeof name !== 'string') onEvent(id, null)
-        else if (child === null ? name.endsWith('.json') : name === child) onEvent(id, name)
-        // Linux reports the watched folder's own removal under its own name.
-        else if (name === self && type === 'rename') onEvent(id, null)
-      })
-      watcher.on('error', () => onEvent(id, null))
-      watchers.set(id, watcher)
-      return id
-    },
-    cancel(id) {
-      watchers.get(id)?.close()
-      watchers.delete(id)
-    },
-    ref(on) {
-      held = on
-      for (const w of watchers.values()) on ? w.ref() : w.unref()
+    /** A channel of its own for each copy of the contract layer that opens one. */
+    open(onEvent) {
+      let held = true
+      let next = 1
+      const watchers = new Map()
+      return {
+        add(dir, child) {
+          const id = next++
+          const self = path.basename(dir)
+          const watcher = fs.watch(dir, { persistent: held }, (type, name) => {
+            if (typeof name !== 'string') onEvent(id, null)
+            else if (child === null ? name.endsWith('.json') : name === child && type === 'rename') onEvent(id, [name])
+            // Linux reports the watched folder's own removal or move under its own name.
+            else if (name === self && type === 'rename') onEvent(id, null)
+          })
+          // An error (Windows: the folder deleted) means: look again.
+          watcher.on('error', () => onEvent(id, null))
+          watchers.set(id, watcher)
+          return id
+        },
+        cancel(id) {
+          watchers.get(id)?.close()
+          watchers.delete(id)
+        },
+        ref(on) {
+          held = on
+          for (const w of watchers.values()) on ? w.ref() : w.unref()
+        },
+      }
     },
   }
 }

@@ -48,7 +48,7 @@ function procStat(pid) {
   try {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
     const fields = text.slice(text.lastIndexOf(')') + 1).trim().split(/\s+/)
-    return { state: fields[0], ticks: Number(fields[19]) }
+    return { state: fields[0], threads: Number(fields[17]), ticks: Number(fields[19]) }
   } catch {
     return undefined
   }
@@ -65,7 +65,9 @@ function state(pid) {
   const found = killState(pid)
   if (found === 'dead') return found
   const stat = procStat(pid)
-  if (stat && (stat.state === 'Z' || stat.state === 'X' || stat.state === 'x')) return 'zombie'
+  // The letter is the leader thread's: after its pthread_exit it shows `Z` while other threads
+  // run; the process has ended once num_threads is down to the leader.
+  if (stat && (stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') && !(stat.threads > 1)) return 'zombie'
   if (!stat && process.platform === 'linux') return killState(pid)
   return found
 }

@@ -370,10 +370,16 @@ function withFileLockSync(filePath, fn, options) {
 const exitWaits = events.createExitWaits({
   exitWatch: {
     mode: binding.exitWatchMode,
-    start: binding.exitWatchStart,
-    add: binding.exitWatchAdd,
-    cancel: binding.watchCancel,
-    ref: binding.exitWatchRef,
+    // One channel per copy of this file: a second copy (a require.cache reload, another
+    // installed copy sharing this binary) gets its own notices, never this one's.
+    open(onExit) {
+      const channel = new binding.ExitChannel(onExit)
+      return {
+        add: (pid, startTimeMs) => channel.add(pid, startTimeMs),
+        cancel: binding.watchCancel,
+        ref: (on) => channel.ref(on),
+      }
+    },
   },
   ended: events.probeEnded(liveness),
 })
@@ -381,10 +387,16 @@ const exitWaits = events.createExitWaits({
 const entryWatches = events.createEntryWatches({
   dirWatch: {
     mode: binding.dirWatchMode,
-    start: binding.dirWatchStart,
-    add: (dir, child) => binding.dirWatchAdd(dir, child ?? undefined),
-    cancel: binding.watchCancel,
-    ref: binding.dirWatchRef,
+    open(onEvent) {
+      const channel = new binding.DirChannel(() => {
+        for (const m of channel.take()) onEvent(m.id, m.names ?? null, m.failure ? fromNative(m.failure) : undefined)
+      })
+      return {
+        add: (dir, child) => channel.add(dir, child ?? undefined),
+        cancel: binding.watchCancel,
+        ref: (on) => channel.ref(on),
+      }
+    },
   },
   scan: (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig]))),
   isRemote: (dir) => binding.dirIsRemote(dir).then((remote) => remote === true),

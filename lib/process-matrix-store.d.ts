@@ -126,7 +126,10 @@ export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number
 
 /** One change of the process matrix, as `watchEntries` yields it. */
 export interface EntryEvent {
-  /** `remove` once the entry's file is gone; `change` while it exists (valid or not). */
+  /**
+   * `change` while the entry's file is at the watched path (valid or not); `remove` once it is
+   * gone from there (deleted, renamed away, or a folder on the path moved or deleted).
+   */
   type: 'change' | 'remove'
   entryId: string
   /** What `readEntry` answers now: `undefined` for a removed or invalid file. */
@@ -137,16 +140,27 @@ export interface EntryEvent {
 export interface WatchEntriesOptions {
   /** Aborting ends the iteration: the pending (or next) `next()` rejects with `signal.reason`. */
   signal?: AbortSignal
+  /**
+   * `true`: first a `change` for every entry file present at the call (in `listEntries`
+   * order), then the changes after it, with nothing missed in between. Default `false`: only
+   * changes after the call.
+   */
+  initial?: boolean
 }
 
 /**
  * The changes of the entries of `agentDir`'s process matrix made after this call, by any
- * process. Events for one entry are coalesced (a burst of writes yields its latest state), and
- * none is lost: an entry whose latest state differs from the one last yielded is yielded again.
- * The folder may not exist yet. Temp files and lock directories of writes in progress yield
- * nothing. Leaving the loop (`break`, `return()`) or aborting `options.signal` ends the watch
- * and frees it; while open it keeps the event loop alive. Invalid arguments reject the first
- * `next()`. On network and FUSE file systems the folder is also listed every second.
+ * process (with `initial: true`, the entries present first). `agentDir` is resolved once, at
+ * the call. The watch means the path, not the folders there at the call: when a folder on it
+ * is moved or deleted, every entry that was there gets a `remove`; when the path exists again,
+ * its entries are reported as they appear. Events for one entry are coalesced (a burst of
+ * writes yields its latest state), and none is lost: an entry whose latest state differs from
+ * the one last yielded is yielded again. The folder may not exist yet. Temp files and lock
+ * directories of writes in progress yield nothing. Leaving the loop (`break`, `return()`) or
+ * aborting `options.signal` ends the watch and frees it; while open it keeps the event loop
+ * alive. Invalid arguments reject the first `next()`; a watch the OS stops serving rejects
+ * `next()` with its error. On network and FUSE file systems the folder is also listed every
+ * second.
  */
 export declare function watchEntries(agentDir: string, options?: WatchEntriesOptions): AsyncIterableIterator<EntryEvent>
 

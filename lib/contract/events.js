@@ -1,14 +1,17 @@
 'use strict'
 // Supervision events, shared by both backends: `waitForProcessExit` (its promise,
 // AbortSignal, `ref`, and the probing fallback) and `watchEntries` (its async iterable, the
-// folders on the way to a matrix folder that does not exist yet, the coalescing per entry, and
-// the polling of folders whose notifications miss other machines' changes). A backend supplies:
-//   exitWatch   { mode(), start(onExit(id)), add(pid, startTimeMs?) → id > 0 | 0 (ended) |
-//                 -1 (cannot watch: probe), cancel(id), ref(on) }, or null (probe every wait)
+// path it follows folder by folder, the coalescing per entry, the bounded queue, and the
+// polling of folders whose notifications miss other machines' changes). A backend supplies:
+//   exitWatch   { mode(), open(onExit(id)) → channel }, or null (probe every wait), where
+//               channel = { add(pid, startTimeMs?) → id > 0 | 0 (ended) | -1 (cannot watch:
+//               probe), cancel(id), ref(on) }
 //   ended(pid, startTimeMs?) → true once that process has ended (the probe)
-//   dirWatch    { mode(), start(onEvent(id, name | null)), add(dir, child?) → id (throws as
-//                 fs.watch does), cancel(id), ref(on) }: the names of `*.json` files of `dir`
-//                 (with `child`: that name only) that changed; null means "look again"
+//   dirWatch    { mode(), open(onEvent(id, names | null, error?)) → channel }, where channel =
+//               { add(dir, child | null) → id (throws as fs.watch does), cancel(id), ref(on) }:
+//               the names of `*.json` files of the folder `dir` names now (with `child`: that
+//               name, when it is created, removed or renamed) that changed; null means "look
+//               again"; an error means the watch failed and reports nothing more
 //   scan(dir)   → Promise<Map<name, signature>> of the `*.json` files ([] when `dir` is missing)
 //   isRemote(dir) → Promise<boolean>: a network or FUSE file system (then it also polls)
 //   readEntry(agentDir, entryId) → what the store's readEntry answers
@@ -23,6 +26,12 @@ const { invalidArgType, invalidArgValue } = require('./errors.js')
 const EXIT_PROBE_INTERVAL_MS = 250
 /** How often a matrix folder on a network or FUSE file system is listed. */
 const ENTRY_POLL_INTERVAL_MS = 1000
+/**
+ * Entry ids noticed and not yet read, per iteration, at most: past it, notices are dropped and
+ * one listing of the folder (plus the entries the consumer holds) replaces them once the
+ * consumer has read the rest, so a consumer that stops reading keeps memory bounded.
+ */
+const PENDING_CAP = 4096
 
 const isPositivePid = (x) => Number.isInteger(x) && x >= 1 && x <= 0x7fffffff
 
@@ -63,11 +72,14 @@ function exitOptions(options) {
   return { signal, ref: ref !== false }
 }
 
-/** `{ signal }` of watchEntries. */
+/** `{ signal, initial }` of watchEntries (`initial` defaults to false). */
 function watchOptions(options) {
-  if (options === undefined || options === null) return { signal: undefined }
+  if (options === undefined || options === null) return { signal: undefined, initial: false }
   if (typeof options !== 'object') throw invalidArgType('options', 'of type object', options)
-  return { signal: abortSignal(options.signal) }
+  const signal = abortSignal(options.signal)
+  const initial = options.initial
+  if (initial !== undefined && typeof initial !== 'boolean') throw invalidArgType('options.initial', 'of type boolean', initial)
+  return { signal, initial: initial === true }
 }
 
 /** signal → { fns, listener }: the one 'abort' listener of each signal in use (see onAbort). */
@@ -122,7 +134,8 @@ function createExitWaits({ exitWatch, ended }) {
   const watched = new Map()
   /** Waits that are probed. */
   const probed = new Set()
-  let started = false
+  /** This copy's channel of the kernel watch (its own notices only), made on first use. */
+  let channel = null
   let heldByKernel = 0 // kernel waits that keep the event loop alive
   let timer = null
 
@@ -135,8 +148,8 @@ function createExitWaits({ exitWatch, ended }) {
   function done(w, exited) {
     if (w.id > 0) {
       watched.delete(w.id)
-      if (!exited) exitWatch.cancel(w.id)
-      if (w.ref && --heldByKernel === 0) exitWatch.ref(false)
+      if (!exited) channel.cancel(w.id)
+      if (w.ref && --heldByKernel === 0) channel.ref(false)
     } else {
       probed.delete(w)
       probeTimer()
@@ -175,11 +188,8 @@ function createExitWaits({ exitWatch, ended }) {
       if (signal?.aborted) return Promise.reject(signal.reason)
       let id = -1
       if (exitWatch !== null) {
-        if (!started) {
-          exitWatch.start(onExit)
-          started = true
-        }
-        id = exitWatch.add(pid, startTimeMs)
+        channel ??= exitWatch.open(onExit)
+        id = channel.add(pid, startTimeMs)
       }
       if (id === 0 || (id < 0 && ended(pid, startTimeMs))) return Promise.resolve(true)
       const w = { pid, startTimeMs, ref, signal, id, resolve: null, reject: null, offAbort: null }
@@ -189,7 +199,7 @@ function createExitWaits({ exitWatch, ended }) {
       })
       if (id > 0) {
         watched.set(id, w)
-        if (ref && heldByKernel++ === 0) exitWatch.ref(true)
+        if (ref && heldByKernel++ === 0) channel.ref(true)
       } else {
         probed.add(w)
         probeTimer()
@@ -216,160 +226,216 @@ function createExitWaits({ exitWatch, ended }) {
 /** The `*.json` entry file names of a folder's listing, as entry ids. */
 const entryIdOf = (name) => name.slice(0, -'.json'.length)
 
-/** The folder's identity (device and inode), or undefined when it is not a folder. */
-function folderId(dir) {
-  try {
-    const st = fs.statSync(dir)
-    return st.isDirectory() ? `${st.dev}:${st.ino}` : undefined
-  } catch {
-    return undefined
-  }
+/** Errors of a watch call that mean "this folder is not there now". */
+function absent(err) {
+  const code = err?.code
+  if (code === 'ENOENT' || code === 'ENOTDIR') return true
+  // Windows refuses to open a folder that is being deleted (delete pending) with access denied.
+  return process.platform === 'win32' && (code === 'EPERM' || code === 'EACCES')
 }
+
+/** Errors of a watch call that mean "this folder may not be watched" (it may still be crossed). */
+const refused = (err) => err?.code === 'EACCES' || err?.code === 'EPERM'
 
 /** `watchEntries` over a backend's folder watch, listing, and readEntry. */
 function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
-  /** Open watches of this environment by folder-watch id. */
+  /** Open iterations of this copy by folder-watch id. */
   const byWatch = new Map()
-  let started = false
-  let open = 0 // iterators that keep the event loop alive
+  /** This copy's channel of the folder watch (its own notices only), made on first use. */
+  let channel = null
+  let open = 0 // iterations that keep the event loop alive
 
-  function onEvent(id, name) {
+  function onEvent(id, names, error) {
     const it = byWatch.get(id)
-    if (it !== undefined) it.notice(name)
+    if (it !== undefined) it.notice(id, names, error)
   }
 
-  /** One watchEntries iteration: what changed, coalesced per entry until the consumer asks. */
+  /**
+   * One watchEntries iteration. It means the path, not the folders that are there at the call:
+   * every folder from the root down to the matrix folder is watched for the next name down (the
+   * matrix folder for its entries), as far as the path exists; when one of them changes, the
+   * watches are made again down the path as it is now, the folder at the path is listed, and
+   * every entry in it and every entry the consumer may know of is read again. Entries are read
+   * at the path when the consumer asks: so every event is what the path holds at that moment,
+   * and the consumer's view converges to the folder's content.
+   *
+   * "May know of": an entry yielded, present at the call (a consumer may have listed it
+   * itself), or noticed since. Once such an entry is gone, a `remove` is yielded for it, once.
+   */
   class EntryEvents {
     #agentDir
     #dir
+    /** The folders of the path, from the root down to the matrix folder. */
+    #path
     #offAbort = null
-    /** Entry ids to look at, in the order they were first noticed. */
+    /** Entry ids to read, in the order they were first noticed (bounded: PENDING_CAP). */
     #pending = new Set()
-    /** entryId → { exists, entry } last yielded. */
-    #yielded = new Map()
+    /** Notices were dropped (the queue was full): a listing is due once it is drained. */
+    #overflowed = false
+    /** entryId → entry (undefined for an invalid file) last yielded and not removed since. */
+    #view = new Map()
+    /**
+     * Entry ids the consumer may know of and has not been told are gone (a superset of the
+     * view's): bounded by the folder's entries plus those noticed and not yet read.
+     */
+    #known = new Set()
     /** name → signature of the last listing (polled folders only). */
-    #known = null
-    #watch = null // { id, dir, folder, child }
+    #polled = null
+    /** The watches now, from the root down: { id, dir, child }. */
+    #watches = []
+    /** The initial listing (option `initial`): nothing is yielded before it is in. */
+    #initial = null
+    #listings = 0 // the latest listing asked for wins
+    #resolving = null
     #poll = null
     #wake = null
     #closed = false
     #error = null
-    #chain = Promise.resolve()
+    #queue = Promise.resolve()
 
-    constructor(agentDir, signal) {
-      this.#agentDir = agentDir
-      this.#dir = path.resolve(processMatrixDir(agentDir))
-      if (!started) {
-        dirWatch.start(onEvent)
-        started = true
-      }
-      if (open++ === 0) dirWatch.ref(true)
+    constructor(agentDir, signal, initial) {
+      // Resolved once: a later process.chdir changes nothing.
+      this.#agentDir = path.resolve(agentDir)
+      this.#dir = processMatrixDir(this.#agentDir)
+      this.#path = [this.#dir]
+      while (path.dirname(this.#path[0]) !== this.#path[0]) this.#path.unshift(path.dirname(this.#path[0]))
+      channel ??= dirWatch.open(onEvent)
+      if (open++ === 0) channel.ref(true)
       if (signal) {
         this.#offAbort = onAbort(signal, () => this.#close(signal.reason))
       }
-      this.#attach(false, true)
+      this.#attach()
+      // With `initial`, the entries present come first; without, they are only known (a later
+      // removal is told).
+      if (!this.#closed) {
+        const listed = this.#reconcile(initial ? 'initial' : 'baseline')
+        if (initial) this.#initial = listed
+      }
       if (!this.#closed) this.#checkRemote()
     }
 
-    /** A name from the folder watch (null: look again). */
-    notice(name) {
+    /** What a watch of this iteration saw: changed names, null (look again), or its failure. */
+    notice(id, names, error) {
       if (this.#closed) return
-      const w = this.#watch
-      if (name === null || w === null || w.child !== null) {
-        this.#attach(name === null)
+      if (error !== undefined) {
+        this.#close(error)
         return
       }
-      this.#note(entryIdOf(name))
+      const w = this.#watches.find((x) => x.id === id)
+      if (w === undefined) return // a watch already replaced
+      if (names === null || w.child !== null) {
+        this.#resolveSoon()
+        return
+      }
+      // Once the path is known to have changed, the old watches' names are not news (their
+      // folder may be elsewhere now): the listing after the watches are made again is.
+      if (this.#resolving !== null) return
+      for (const name of names) if (name.endsWith('.json')) this.#note(entryIdOf(name))
     }
 
     #note(entryId) {
-      this.#pending.add(entryId)
+      if (!this.#pending.has(entryId)) {
+        if (this.#pending.size >= PENDING_CAP) {
+          this.#overflowed = true // the listing after the drain covers it
+          return
+        }
+        this.#pending.add(entryId)
+      }
+      this.#known.add(entryId)
+      this.#wakeUp()
+    }
+
+    #wakeUp() {
       const wake = this.#wake
       this.#wake = null
       wake?.()
     }
 
     /**
-     * Watch the matrix folder, or, while it does not exist, the nearest folder on the way to
-     * it for the next name down. `force` re-watches even an unchanged folder (its watch may be
-     * dead, or notices were lost). At the call (`initial`) what the folder holds is no news.
+     * Watch the folders of the path as it is now, from the root down, each for the next name
+     * (the matrix folder for its entries), stopping at the first that does not exist: its
+     * parent's watch tells when it does. Parents are watched before their children, so a folder
+     * replaced during the walk is told by the watch above it. The previous watches go after
+     * the new ones are in place (a folder watched again keeps its kernel watch).
      */
-    #attach(force, initial = false) {
+    #attach() {
+      const before = this.#watches
+      const now = []
       try {
-        // What was watched before this call (the comparisons below are against it).
-        let was = this.#watch
-        for (let tries = 0; ; tries++) {
-          let target = this.#dir
-          let child = null
-          let folder = folderId(target)
-          while (folder === undefined && path.dirname(target) !== target) {
-            child = path.basename(target)
-            target = path.dirname(target)
-            folder = folderId(target)
-          }
-          const cur = this.#watch
-          if (!force && cur !== null && cur.dir === target && cur.folder === folder) return
-          if (cur !== null) {
-            byWatch.delete(cur.id)
-            dirWatch.cancel(cur.id)
-            this.#watch = null
-          }
-          if (folder === undefined) {
-            throw Object.assign(new Error(`ENOENT: no folder to watch on the way to '${this.#dir}'`), { code: 'ENOENT' })
-          }
+        for (let i = 0; i < this.#path.length; i++) {
+          const dir = this.#path[i]
+          const child = i + 1 < this.#path.length ? path.basename(this.#path[i + 1]) : null
           let id
           try {
-            id = dirWatch.add(target, child)
+            id = channel.add(dir, child)
           } catch (err) {
-            // Gone between the look and the watch: look again (a few times at most).
-            if ((err?.code === 'ENOENT' || err?.code === 'ENOTDIR') && tries < 8) continue
+            if (i > 0 && absent(err)) break
+            // A folder above that may be crossed but not read: its renames cannot be seen.
+            if (child !== null && refused(err)) continue
             throw err
           }
-          this.#watch = { id, dir: target, folder, child }
+          now.push({ id, dir, child })
           byWatch.set(id, this)
-          const atMatrix = child === null
-          const wasAtMatrix = was !== null && was.child === null
-          if (atMatrix && !initial && (!wasAtMatrix || was.folder !== folder || force)) {
-            // The folder appeared, was replaced, or notices were lost: all of it is news.
-            this.#rescan(true)
-          } else if (!atMatrix && wasAtMatrix) {
-            // The folder went away: every entry seen in it is gone (or comes back in a new one).
-            for (const [id, s] of this.#yielded) if (s.exists) this.#note(id)
-            if (this.#known !== null) for (const name of this.#known.keys()) this.#note(entryIdOf(name))
-            if (this.#known !== null) this.#known = new Map()
-          }
-          // The next folder down may have appeared before its watch was in place.
-          if (atMatrix || folderId(path.join(target, child)) === undefined) return
-          was = this.#watch
-          force = false
-          initial = false // it did not exist at the call: what it holds is news
         }
       } catch (err) {
+        this.#watches = [...before, ...now]
         this.#close(err)
+        return
+      }
+      this.#watches = now
+      for (const w of before) {
+        byWatch.delete(w.id)
+        channel.cancel(w.id)
       }
     }
 
-    /** List the matrix folder: every entry in it (`all`), or those that changed since the last listing. */
-    #rescan(all) {
-      scan(this.#dir).then(
+    /** A folder of the path changed: watch the path again and look at all of it (once per burst). */
+    #resolveSoon() {
+      if (this.#resolving !== null) return
+      this.#resolving = setImmediate(() => {
+        this.#resolving = null
+        if (this.#closed) return
+        this.#attach()
+        if (!this.#closed) this.#reconcile('again')
+      })
+    }
+
+    /**
+     * List the folder at the path. `baseline` (the call, without `initial`): its entries are
+     * known, not news. `initial`: they come first, in listing order (UTF-16 order, as
+     * listEntries has them). `again`: every entry in it and every entry known is read again.
+     * Resolves once the ids are queued.
+     */
+    #reconcile(how) {
+      const listing = ++this.#listings
+      this.#overflowed = false
+      return scan(this.#dir).then(
         (now) => {
           if (this.#closed) return
-          const before = this.#known
-          for (const [name, sig] of now) {
-            if (all || before === null || before.get(name) !== sig) this.#note(entryIdOf(name))
+          // A listing overtaken by a later one (the path changed meanwhile) is still what was
+          // there: its entries are known and read again.
+          const latest = listing === this.#listings
+          const ids = [...now.keys()].sort().map(entryIdOf)
+          for (const id of ids) this.#known.add(id)
+          if (how === 'initial' && latest) {
+            const noticed = this.#pending
+            this.#pending = new Set(ids)
+            for (const id of noticed) this.#pending.add(id)
+          } else if (how === 'again' || !latest) {
+            for (const id of ids) this.#pending.add(id)
+            if (latest) for (const id of this.#known) this.#pending.add(id)
           }
-          if (before !== null) for (const name of before.keys()) if (!now.has(name)) this.#note(entryIdOf(name))
-          if (all) for (const [id, s] of this.#yielded) if (s.exists && !now.has(`${id}.json`)) this.#note(id)
-          if (before !== null || this.#poll !== null) this.#known = now
+          if (this.#polled !== null && latest) this.#polled = now
+          this.#wakeUp()
         },
-        () => {}, // unreadable this time (a network hiccup): the next look decides
+        (err) => this.#close(err), // the folder is there but cannot be listed
       )
     }
 
     /** On a network or FUSE file system, also list the folder every ENTRY_POLL_INTERVAL_MS. */
     #checkRemote() {
       let on = this.#dir
-      while (folderId(on) === undefined && path.dirname(on) !== on) on = path.dirname(on)
+      while (!fs.existsSync(on) && path.dirname(on) !== on) on = path.dirname(on)
       isRemote(on).then(
         (remote) => {
           if (!remote || this.#closed) return
@@ -377,8 +443,8 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           scan(this.#dir).then(
             (now) => {
               if (this.#closed) return
-              this.#known = now
-              this.#poll = setInterval(() => this.#rescan(false), ENTRY_POLL_INTERVAL_MS)
+              this.#polled = now
+              this.#poll = setInterval(() => this.#pollOnce(), ENTRY_POLL_INTERVAL_MS)
             },
             () => {},
           )
@@ -387,7 +453,22 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       )
     }
 
-    /** What readEntry answers for the entry now, and whether its file exists. */
+    /** One polled listing: the names whose file changed, went or came, and known entries gone. */
+    #pollOnce() {
+      scan(this.#dir).then(
+        (now) => {
+          if (this.#closed) return
+          const before = this.#polled ?? new Map()
+          for (const [name, sig] of now) if (before.get(name) !== sig) this.#note(entryIdOf(name))
+          for (const name of before.keys()) if (!now.has(name)) this.#note(entryIdOf(name))
+          for (const id of this.#known) if (!now.has(`${id}.json`) && !this.#pending.has(id)) this.#note(id)
+          this.#polled = now
+        },
+        () => {}, // unreadable this time (a network hiccup): the next look decides
+      )
+    }
+
+    /** What readEntry answers for the entry at the path now, and whether its file exists. */
     async #read(entryId) {
       const entry = await readEntry(this.#agentDir, entryId)
       if (entry !== undefined) return { exists: true, entry }
@@ -399,24 +480,26 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       }
     }
 
-    /** End: free the watch and the timer; `error` (if any) is what the next `next()` rejects with. */
+    /** End: free the watches and the timers; `error` (if any) is what the next `next()` rejects with. */
     #close(error) {
       if (this.#closed) return
       this.#closed = true
       if (error !== undefined) this.#error = { error }
-      if (this.#watch !== null) {
-        byWatch.delete(this.#watch.id)
-        dirWatch.cancel(this.#watch.id)
-        this.#watch = null
+      for (const w of this.#watches) {
+        byWatch.delete(w.id)
+        channel.cancel(w.id)
       }
+      this.#watches = []
       if (this.#poll !== null) clearInterval(this.#poll)
       this.#poll = null
+      if (this.#resolving !== null) clearImmediate(this.#resolving)
+      this.#resolving = null
       this.#offAbort?.()
-      if (--open === 0) dirWatch.ref(false)
+      if (--open === 0) channel.ref(false)
       this.#pending.clear()
-      const wake = this.#wake
-      this.#wake = null
-      wake?.()
+      this.#view.clear()
+      this.#known.clear()
+      this.#wakeUp()
     }
 
     async #next() {
@@ -427,25 +510,37 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           if (failed !== null) throw failed.error
           return { value: undefined, done: true }
         }
+        if (this.#initial !== null) {
+          await this.#initial
+          this.#initial = null
+          continue
+        }
         const [entryId] = this.#pending
         if (entryId === undefined) {
-          await new Promise((resolve) => (this.#wake = resolve))
+          if (this.#overflowed) await this.#reconcile('again')
+          else await new Promise((resolve) => (this.#wake = resolve))
           continue
         }
         this.#pending.delete(entryId)
         const now = await this.#read(entryId)
         if (this.#closed) continue
-        const last = this.#yielded.get(entryId)
-        if (last !== undefined && last.exists === now.exists && isDeepStrictEqual(last.entry, now.entry)) continue
-        this.#yielded.set(entryId, now)
-        return { value: { type: now.exists ? 'change' : 'remove', entryId, entry: now.entry }, done: false }
+        if (!now.exists) {
+          // Gone: news for an entry the consumer may know of, once.
+          if (!this.#known.delete(entryId)) continue
+          this.#view.delete(entryId)
+          return { value: { type: 'remove', entryId, entry: undefined }, done: false }
+        }
+        this.#known.add(entryId)
+        if (this.#view.has(entryId) && isDeepStrictEqual(this.#view.get(entryId), now.entry)) continue
+        this.#view.set(entryId, now.entry)
+        return { value: { type: 'change', entryId, entry: now.entry }, done: false }
       }
     }
 
     /** The next event (calls are answered one after another, in order). */
     next() {
-      const result = this.#chain.then(() => this.#next())
-      this.#chain = result.catch(() => {})
+      const result = this.#queue.then(() => this.#next())
+      this.#queue = result.catch(() => {})
       return result
     }
 
@@ -473,19 +568,21 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
   }
 
   /**
-   * The changes of the process-matrix entries of `agentDir` from now on, by any process, as an
-   * async iterable of `{ type: 'change' | 'remove', entryId, entry }`.
+   * The changes of the process-matrix entries of `agentDir` (resolved once, now) by any process,
+   * as an async iterable of `{ type: 'change' | 'remove', entryId, entry }`; with
+   * `{ initial: true }` every entry present at the call comes first.
    */
   function watchEntries(agentDir, options) {
     let signal
+    let initial
     try {
       processMatrixDir(agentDir) // path.join's TypeError for a non-string agentDir
-      signal = watchOptions(options).signal
+      ;({ signal, initial } = watchOptions(options))
     } catch (err) {
       return failed(err)
     }
     if (signal?.aborted) return failed(signal.reason)
-    return new EntryEvents(agentDir, signal)
+    return new EntryEvents(agentDir, signal, initial)
   }
 
   /** How folders are watched: `inotify`, `kqueue`, `ReadDirectoryChangesW` or `fs.watch`. */
@@ -504,4 +601,5 @@ module.exports = {
   exitOptions,
   EXIT_PROBE_INTERVAL_MS,
   ENTRY_POLL_INTERVAL_MS,
+  PENDING_CAP,
 }

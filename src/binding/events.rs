@@ -1,61 +1,63 @@
-//! N-API surface of the supervision events: process-exit watches and folder
-//! watches of the core ([`crate::supervise`]), delivered to the JS thread of the environment
-//! that made them. The contract layer (`lib/contract/events.js`) builds the promises, the
-//! async iterables, the probing fallback and the coalescing over these building blocks.
+//! N-API surface of the supervision events: process-exit watches and folder watches of the
+//! core ([`crate::supervise`]), delivered to the JS thread of the environment that made them.
+//! The contract layer (`lib/contract/events.js`) builds the promises, the async iterables, the
+//! path following, the probing fallback and the coalescing over these building blocks.
 //!
-//! Each environment has one thread-safe function per kind, made by `exitWatchStart` /
-//! `dirWatchStart` with the JS function to call (`(id)` for an exit, `(id, name | null)` for a
-//! folder; `null` asks to look again), kept in its instance data ([`super::EnvData`]). They start
-//! unreferenced: the contract layer references them (`exitWatchRef`, `dirWatchRef`) while a
-//! wait or a watch that keeps the event loop alive is pending. Watches belong to the
-//! environment: its teardown ends them ([`teardown`]), and its thread-safe functions go with its
-//! instance data.
+//! Notices go through channels: [`ExitChannel`] and [`DirChannel`], one of each per loaded
+//! copy of the JS layer (a `delete require.cache` reload, two installed copies sharing one
+//! binary, a bundler's duplicate), each with the JS function its own notices call. A watch
+//! belongs to the channel that made it, so no copy hears another's. A channel is freed with
+//! its JS object (a copy that goes away), its watches with their environment ([`teardown`]).
+//! Each channel's thread-safe function starts unreferenced: the contract layer references it
+//! (`ref(true)`) while a wait or a watch that keeps the event loop alive is pending.
+//!
+//! Folder notices are kept in a bounded mailbox per channel, coalesced per watch and name,
+//! and the JS side takes them all at once (`take()`): a JS thread that is busy for a while
+//! makes no queue grow. Past [`MAIL_CAP`] names for one watch, the names are dropped for one
+//! "look again" (the contract layer then lists the folder).
+//!
 //! The waiter thread settles nothing itself and runs at normal priority, so the lock Node-API
 //! holds across a thread-safe call's wake-up (see `settle.rs`) costs nothing here.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use super::env_data;
-use super::failure::{js_error, on_pool};
+use super::failure::{js_error, on_pool, Failure};
 use crate::fserror::FsError;
 use crate::platform::{fs::stamp_of, fs_kind};
 use crate::supervise::{self as core, snapshot, ExitWatch, Filter, Notice, Sink};
 
 type ExitFn = ThreadsafeFunction<f64, Unknown<'static>, f64, Status, false, true>;
-/// `(id, name | null)`, spread into two arguments.
-type DirArgs = FnArgs<(f64, Option<String>)>;
-type DirFn = ThreadsafeFunction<DirArgs, Unknown<'static>, DirArgs, Status, false, true>;
+/// Called with no argument: "mail is waiting" (the JS side then calls `take()`).
+type MailFn = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
 
-/// An environment's two thread-safe functions, part of its instance data.
-#[derive(Default)]
-pub struct Delivery {
-    exit: Option<Arc<ExitFn>>,
-    dir: Option<Arc<DirFn>>,
-}
+/// Names kept for one folder watch before they are given up for one "look again".
+pub const MAIL_CAP: usize = 1024;
 
-fn not_started(what: &str) -> Error {
-    Error::new(
-        Status::GenericFailure,
-        format!("pi-native: {what} called before its start function"),
-    )
-}
+/// Names waiting in every channel's mailbox of the process (for [`supervision_state`]).
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
-/// Reference (keep the event loop alive) or unreference a thread-safe function.
-fn set_ref(env: &Env, raw: sys::napi_threadsafe_function, on: bool) -> Result<()> {
-    // SAFETY: on the environment's thread, with a thread-safe function it made.
-    let status = unsafe {
-        if on {
-            sys::napi_ref_threadsafe_function(env.raw(), raw)
+/// Reference (keep the event loop alive) or unreference a thread-safe function. napi-rs 3
+/// marks `refer`/`unref` deprecated, pointing at `clone` (which counts threads, not loop
+/// references): they are still its only safe form of `napi_ref_threadsafe_function` /
+/// `napi_unref_threadsafe_function`, and they keep its own `referred` flag right.
+macro_rules! set_ref {
+    ($env:expr, $tsfn:expr, $on:expr) => {{
+        let mut t = $tsfn.write().unwrap_or_else(|e| e.into_inner());
+        #[allow(deprecated)]
+        if $on {
+            t.refer($env)
         } else {
-            sys::napi_unref_threadsafe_function(env.raw(), raw)
+            t.unref($env)
         }
-    };
-    check_status!(status)
+    }};
 }
 
 // ---- process exits ----------------------------------------------------------------------------
@@ -69,48 +71,54 @@ pub fn exit_watch_mode() -> &'static str {
     core::exit_mode()
 }
 
-/// Set the function this environment's exit notices call with the watch id.
-#[napi(catch_unwind, ts_args_type = "onExit: (id: number) => void")]
-pub fn exit_watch_start(env: &Env, on_exit: Function<f64, Unknown<'static>>) -> Result<()> {
-    let data = env_data(env)?;
-    let tsfn: ExitFn = on_exit
-        .build_threadsafe_function::<f64>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
-    data.events.exit = Some(Arc::new(tsfn));
-    Ok(())
+/// The exit notices of one copy of the JS layer: each watch it adds calls its `onExit(id)`.
+#[napi]
+pub struct ExitChannel {
+    tsfn: Arc<RwLock<ExitFn>>,
 }
 
-/// Watch a positive int32 pid (with `startTimeMs`, that very process): the watch id (> 0),
-/// 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
-#[napi(catch_unwind)]
-pub fn exit_watch_add(env: &Env, pid: i32, start_time_ms: Option<f64>) -> Result<f64> {
-    let data = env_data(env)?;
-    let owner = data.owner;
-    let tsfn = data
-        .events
-        .exit
-        .clone()
-        .ok_or_else(|| not_started("exitWatchAdd"))?;
-    let sink: Sink = Arc::new(move |id, notice| {
-        if notice == Notice::Exited {
-            tsfn.call(id as f64, ThreadsafeFunctionCallMode::NonBlocking);
-        }
-    });
-    Ok(match core::watch_exit(pid, start_time_ms, owner, sink) {
-        ExitWatch::Ended => 0.0,
-        ExitWatch::Watching(id) => id as f64,
-        ExitWatch::Unwatchable => -1.0,
-    })
-}
+#[napi]
+impl ExitChannel {
+    /// A channel whose notices call `onExit` with the watch id (unreferenced to begin with).
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "onExit: (id: number) => void"
+    )]
+    pub fn new(on_exit: Function<f64, Unknown<'static>>) -> Result<Self> {
+        let tsfn: ExitFn = on_exit
+            .build_threadsafe_function::<f64>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        Ok(ExitChannel {
+            tsfn: Arc::new(RwLock::new(tsfn)),
+        })
+    }
 
-/// Whether this environment's exit notices keep its event loop alive.
-#[napi(catch_unwind)]
-pub fn exit_watch_ref(env: &Env, on: bool) -> Result<()> {
-    match &env_data(env)?.events.exit {
-        Some(t) => set_ref(env, t.raw(), on),
-        None => Err(not_started("exitWatchRef")),
+    /// Watch a positive int32 pid (with `startTimeMs`, that very process): the watch id (> 0),
+    /// 0 when it has already ended, -1 when the kernel cannot watch it (probe it instead).
+    #[napi(catch_unwind)]
+    pub fn add(&self, env: &Env, pid: i32, start_time_ms: Option<f64>) -> Result<f64> {
+        let owner = env_data(env)?.owner;
+        let tsfn = Arc::clone(&self.tsfn);
+        let sink: Sink = Arc::new(move |id, notice| {
+            if notice == Notice::Exited {
+                let t = tsfn.read().unwrap_or_else(|e| e.into_inner());
+                t.call(id as f64, ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        });
+        Ok(match core::watch_exit(pid, start_time_ms, owner, sink) {
+            ExitWatch::Ended => 0.0,
+            ExitWatch::Watching(id) => id as f64,
+            ExitWatch::Unwatchable => -1.0,
+        })
+    }
+
+    /// Whether this channel's notices keep the event loop alive.
+    #[napi(js_name = "ref", catch_unwind)]
+    pub fn set_ref(&self, env: &Env, on: bool) -> Result<()> {
+        set_ref!(env, self.tsfn, on)
     }
 }
 
@@ -125,61 +133,172 @@ pub fn dir_watch_mode() -> &'static str {
     core::dir_mode()
 }
 
-/// Set the function this environment's folder notices call: `(id, name)` for a changed name,
-/// `(id, null)` to look at the folder again (gone, replaced, or notices lost).
-#[napi(
-    catch_unwind,
-    ts_args_type = "onEvent: (id: number, name: string | null) => void"
-)]
-pub fn dir_watch_start(env: &Env, on_event: Function<DirArgs, Unknown<'static>>) -> Result<()> {
-    let data = env_data(env)?;
-    let tsfn: DirFn = on_event
-        .build_threadsafe_function::<DirArgs>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
-    data.events.dir = Some(Arc::new(tsfn));
-    Ok(())
+/// What one folder watch has to tell since the last `take()`.
+#[derive(Default)]
+struct WatchMail {
+    /// Changed names, in the order first noticed, each once.
+    names: Vec<String>,
+    seen: HashSet<String>,
+    /// Look at the folder again (it went away or was replaced, notices were lost, or more
+    /// than [`MAIL_CAP`] names piled up).
+    look_again: bool,
+    /// The watch failed: the OS error code and the folder.
+    failed: Option<(i32, String)>,
 }
 
-/// Watch the existing folder `dir` (an absolute path): for its entry files (`*.json`), or,
-/// with `child`, for that one name only. The watch id; throws as Node's `fs.watch` does.
-#[napi(catch_unwind)]
-pub fn dir_watch_add(env: &Env, dir: String, child: Option<String>) -> Result<f64> {
-    let data = env_data(env)?;
-    let owner = data.owner;
-    let tsfn = data
-        .events
-        .dir
-        .clone()
-        .ok_or_else(|| not_started("dirWatchAdd"))?;
-    let sink: Sink = Arc::new(move |id, notice| {
-        let name = match notice {
-            Notice::Changed(name) => Some(name),
-            Notice::Reevaluate => None,
-            Notice::Exited => return,
-        };
-        tsfn.call(
-            (id as f64, name).into(),
-            ThreadsafeFunctionCallMode::NonBlocking,
-        );
-    });
-    let filter = match child {
-        Some(c) => Filter::Child(c.into()),
-        None => Filter::Entries,
-    };
-    match core::watch_dir(Path::new(&dir), filter, owner, sink) {
-        Ok(id) => Ok(id as f64),
-        Err(e) => Err(js_error(env, &FsError::io(&e, "watch", &dir))),
+impl WatchMail {
+    /// Drop the names for one "look again" (which covers them).
+    fn give_up(&mut self) {
+        QUEUED.fetch_sub(self.names.len(), Ordering::Relaxed);
+        self.look_again = true;
+        self.names = Vec::new();
+        self.seen = HashSet::new();
     }
 }
 
-/// Whether this environment's folder notices keep its event loop alive.
-#[napi(catch_unwind)]
-pub fn dir_watch_ref(env: &Env, on: bool) -> Result<()> {
-    match &env_data(env)?.events.dir {
-        Some(t) => set_ref(env, t.raw(), on),
-        None => Err(not_started("dirWatchRef")),
+#[derive(Default)]
+struct Mail {
+    watches: HashMap<u64, WatchMail>,
+    /// Watch ids in the order their first notice came.
+    order: Vec<u64>,
+    /// A call to the JS side is on its way (no other is made until it takes the mail).
+    called: bool,
+}
+
+impl Drop for Mail {
+    /// Names never taken (their environment went away) leave the process's count.
+    fn drop(&mut self) {
+        let left: usize = self.watches.values().map(|w| w.names.len()).sum();
+        QUEUED.fetch_sub(left, Ordering::Relaxed);
+    }
+}
+
+struct DirInner {
+    tsfn: RwLock<MailFn>,
+    mail: Mutex<Mail>,
+}
+
+impl DirInner {
+    /// Keep `notice` for watch `id` (of the folder `dir`), and tell the JS side if it is not
+    /// told yet.
+    fn post(&self, id: u64, notice: Notice, dir: &str) {
+        let call = {
+            let mut mail = self.mail.lock().unwrap_or_else(|e| e.into_inner());
+            let Mail { watches, order, .. } = &mut *mail;
+            let w = watches.entry(id).or_insert_with(|| {
+                order.push(id);
+                WatchMail::default()
+            });
+            match notice {
+                Notice::Changed(name) if !w.look_again => {
+                    if w.names.len() >= MAIL_CAP {
+                        w.give_up();
+                    } else if w.seen.insert(name.clone()) {
+                        w.names.push(name);
+                        QUEUED.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Notice::Changed(_) => {}
+                Notice::Reevaluate => w.give_up(),
+                Notice::Failed(code) => w.failed = Some((code, dir.to_string())),
+                Notice::Exited => {}
+            }
+            !std::mem::replace(&mut mail.called, true)
+        };
+        if call {
+            let t = self.tsfn.read().unwrap_or_else(|e| e.into_inner());
+            t.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+/// What `DirChannel.take()` hands over for one watch.
+#[napi(object)]
+pub struct DirMail {
+    pub id: f64,
+    /// The changed names, or null: look at the folder again.
+    pub names: Option<Vec<String>>,
+    /// Set when the watch failed (it reports nothing more): what the error factory needs.
+    pub failure: Option<Failure>,
+}
+
+/// The folder notices of one copy of the JS layer: when some are waiting it calls its
+/// `onMail()`, which takes them with `take()`.
+#[napi]
+pub struct DirChannel {
+    inner: Arc<DirInner>,
+}
+
+#[napi]
+impl DirChannel {
+    /// A channel whose notices call `onMail` (unreferenced to begin with).
+    #[napi(constructor, catch_unwind, ts_args_type = "onMail: () => void")]
+    pub fn new(on_mail: Function<(), Unknown<'static>>) -> Result<Self> {
+        let tsfn: MailFn = on_mail
+            .build_threadsafe_function::<()>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        Ok(DirChannel {
+            inner: Arc::new(DirInner {
+                tsfn: RwLock::new(tsfn),
+                mail: Mutex::new(Mail::default()),
+            }),
+        })
+    }
+
+    /// Watch the existing folder `dir` (an absolute path, the folder it names now): for its
+    /// entry files (`*.json`), or, with `child`, for that one name being created, removed or
+    /// renamed. The watch id; throws as Node's `fs.watch` does.
+    #[napi(catch_unwind)]
+    pub fn add(&self, env: &Env, dir: String, child: Option<String>) -> Result<f64> {
+        let owner = env_data(env)?.owner;
+        let inner = Arc::clone(&self.inner);
+        let at = dir.clone();
+        let sink: Sink = Arc::new(move |id, notice| inner.post(id, notice, &at));
+        let filter = match child {
+            Some(c) => Filter::Child(c.into()),
+            None => Filter::Entries,
+        };
+        match core::watch_dir(Path::new(&dir), filter, owner, sink) {
+            Ok(id) => Ok(id as f64),
+            Err(e) => Err(js_error(env, &FsError::io(&e, "watch", &dir))),
+        }
+    }
+
+    /// Every notice waiting, by watch, in the order they came; the next notice calls `onMail`
+    /// again.
+    #[napi(catch_unwind)]
+    pub fn take(&self) -> Vec<DirMail> {
+        let mut mail = self.inner.mail.lock().unwrap_or_else(|e| e.into_inner());
+        mail.called = false;
+        let mut watches = std::mem::take(&mut mail.watches);
+        let order = std::mem::take(&mut mail.order);
+        drop(mail);
+        order
+            .into_iter()
+            .filter_map(|id| {
+                let w = watches.remove(&id)?;
+                QUEUED.fetch_sub(w.names.len(), Ordering::Relaxed);
+                Some(DirMail {
+                    id: id as f64,
+                    names: (!w.look_again).then_some(w.names),
+                    failure: w.failed.map(|(code, dir)| {
+                        Failure::from(&FsError::io(
+                            &std::io::Error::from_raw_os_error(code),
+                            "watch",
+                            &dir,
+                        ))
+                    }),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether this channel's notices keep the event loop alive.
+    #[napi(js_name = "ref", catch_unwind)]
+    pub fn set_ref(&self, env: &Env, on: bool) -> Result<()> {
+        set_ref!(env, self.inner.tsfn, on)
     }
 }
 
@@ -252,12 +371,17 @@ pub fn dir_is_remote(env: &Env, dir: String) -> Result<PromiseRaw<'_, Option<boo
     )
 }
 
-/// What is being watched in the process, for tests: watches of all environments, and
-/// whether the waiter (its thread, its descriptors) exists.
+/// What is being watched in the process, for tests: watches of all environments, whether
+/// the waiter (its thread, its descriptors) exists, and the folder notices waiting for a JS
+/// thread to take them.
 #[napi(object)]
 pub struct SupervisionState {
     pub watches: u32,
     pub waiter_running: bool,
+    /// Changed names in every channel's mailbox (at most [`MAIL_CAP`] per folder watch).
+    pub queued_names: u32,
+    /// Times the OS said folder notifications were lost (each made the watches look again).
+    pub overflows: u32,
 }
 
 /// The process's supervision state ([`SupervisionState`]).
@@ -266,6 +390,8 @@ pub fn supervision_state() -> SupervisionState {
     SupervisionState {
         watches: core::watch_count() as u32,
         waiter_running: core::waiter_running(),
+        queued_names: QUEUED.load(Ordering::Relaxed) as u32,
+        overflows: core::overflow_count() as u32,
     }
 }
 

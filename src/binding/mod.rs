@@ -29,8 +29,6 @@ pub struct EnvData {
     /// The function that turns a native failure into the JS error (`setErrorFactory`).
     pub error_factory:
         Option<napi::bindgen_prelude::FunctionRef<failure::Failure, napi::Unknown<'static>>>,
-    /// Where its supervision notices are delivered (`exitWatchStart`, `dirWatchStart`).
-    pub events: events::Delivery,
 }
 
 /// The calling environment's [`EnvData`], made on first use: the teardown hook is registered
@@ -46,7 +44,6 @@ pub fn env_data(env: &Env) -> napi::Result<&'static mut EnvData> {
         lock_fs: FsRule::Auto,
         attribute_cache_ms: DEFAULT_ATTRIBUTE_CACHE_MS,
         error_factory: None,
-        events: events::Delivery::default(),
     };
     env.set_instance_data(data, (), |_| {})?;
     env.get_instance_data::<EnvData>()?

@@ -44,10 +44,13 @@ pub(super) fn os_stat(pid: i32) -> Option<OsStat> {
     let (zombie, ticks) = procfs::with_stat(pid, |text| {
         let close = text.rfind(')')?;
         let mut fields = text[close + 1..].split_ascii_whitespace();
-        // Z = zombie, X/x = dead (seen only transiently while being reaped).
-        let zombie = matches!(fields.next()?, "Z" | "X" | "x");
-        let ticks: u64 = fields.nth(18)?.parse().ok()?;
-        Some((zombie, ticks))
+        // Z = zombie, X/x = dead (seen only transiently while being reaped). The letter is the
+        // leader thread's: a leader that called pthread_exit shows `Z` while its other threads
+        // run, so the process has ended only when num_threads (field 20) is down to the leader.
+        let leader_gone = matches!(fields.next()?, "Z" | "X" | "x");
+        let threads: u64 = fields.nth(16)?.parse().ok()?;
+        let ticks: u64 = fields.nth(1)?.parse().ok()?;
+        Some((leader_gone && threads <= 1, ticks))
     })??;
     let start_time_ms = procfs::boot_time_ms().map(|boot| {
         let hz = procfs::clock_ticks_per_second();

@@ -4,21 +4,24 @@
 //! kqueue tells that a folder's listing changed, not which name: the waiter keeps each
 //! folder's last listing ([`snapshot`]) and reports the names whose file was added, removed or
 //! replaced. Store writes rename a new file into place, which changes the folder; a file
-//! rewritten in place (not the store's way) is not seen until the folder changes. Not FSEvents:
+//! rewritten in place (not the store's way) is not seen until the folder changes. A folder on
+//! the way to the matrix folder ([`Filter::Child`]) keeps only its one child's signature, so a
+//! busy folder (a temp or home folder) costs one `lstat` per change in it. Each watch has its
+//! own descriptor: a path watched again after its folder was replaced is another folder. Not FSEvents:
 //! it needs the CoreServices framework, and its events come with a latency. Not `notify`'s
 //! kqueue backend: for a folder watched non-recursively it guesses the changed name (the first
 //! file it does not watch yet) and opens a descriptor for every file it discovers.
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::snapshot::{self, Snapshot};
-use super::{Fired, OpenError};
+use super::snapshot::{self, Sig, Snapshot};
+use super::{Filter, Fired, OpenError};
 
 /// A folder is known by the descriptor its kqueue event is registered on.
 pub(crate) type DirKey = RawFd;
@@ -35,11 +38,28 @@ pub(crate) fn exit_mode() -> &'static str {
 /// Ident of the stop event.
 const STOP: usize = 1;
 
+/// What a folder's watch compares between two looks.
+enum Listing {
+    /// Every name (a matrix folder).
+    All(Snapshot),
+    /// One child's signature (a folder on the way), None while it is absent.
+    Child(OsString, Option<Sig>),
+}
+
+impl Listing {
+    fn take(dir: &Path, filter: &Filter) -> std::io::Result<Listing> {
+        Ok(match filter {
+            Filter::Entries => Listing::All(snapshot::scan(dir)?),
+            Filter::Child(name) => Listing::Child(name.clone(), snapshot::stat_one(dir, name)),
+        })
+    }
+}
+
 struct Dir {
     path: PathBuf,
     /// Held open: the folder's event lives as long as this descriptor.
     _fd: OwnedFd,
-    listing: Snapshot,
+    listing: Listing,
 }
 
 struct Shared {
@@ -159,11 +179,8 @@ impl Waiter {
         Release
     }
 
-    pub(crate) fn add_dir(&mut self, dir: &Path) -> std::io::Result<DirKey> {
+    pub(crate) fn add_dir(&mut self, dir: &Path, filter: &Filter) -> std::io::Result<DirKey> {
         let mut dirs = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((fd, _)) = dirs.iter().find(|(_, d)| d.path == dir) {
-            return Ok(*fd);
-        }
         let c = CString::new(dir.as_os_str().as_bytes())?;
         // SAFETY: `c` is NUL-terminated; O_EVTONLY opens for notifications only (the volume
         // can still be unmounted).
@@ -178,8 +195,10 @@ impl Waiter {
         }
         // SAFETY: the descriptor was just opened and is owned here alone.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // Listed before the event is registered: a change in between is reported with the next.
-        let listing = snapshot::scan(dir)?;
+        // The event first, then the listing: a change in between fires an event that waits
+        // for the `dirs` lock held here and is compared with this listing, so it is either in
+        // the listing (made during the call) or reported. Listed the other way round, a change
+        // between the two would wait for the folder's next change.
         change(
             &self.shared.kq,
             raw as usize,
@@ -187,6 +206,8 @@ impl Waiter {
             libc::EV_ADD | libc::EV_CLEAR,
             VNODE_FLAGS,
         )?;
+        // Closing `fd` (on failure) removes the event again.
+        let listing = Listing::take(dir, filter)?;
         dirs.insert(
             raw,
             Dir {
@@ -198,14 +219,15 @@ impl Waiter {
         Ok(raw)
     }
 
-    pub(crate) fn remove_dir(&mut self, key: &DirKey) {
+    /// A watch ended (each has its own descriptor, so it is always the last of its key).
+    pub(crate) fn remove_dir(&mut self, key: &DirKey, _last: bool) {
         // Closing the descriptor removes its event.
         let mut dirs = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner());
         dirs.remove(key);
     }
 
     pub(crate) fn forget_dir(&mut self, key: &DirKey) {
-        self.remove_dir(key);
+        self.remove_dir(key, true);
     }
 
     pub(crate) fn stop(mut self) {
@@ -282,12 +304,24 @@ fn folder_changed(shared: &Shared, fd: RawFd, fflags: u32, fired: &mut Vec<Fired
         fired.push(Fired::Gone(fd));
         return;
     }
-    let Ok(now) = snapshot::scan(&dir.path) else {
-        fired.push(Fired::Gone(fd));
-        return;
-    };
-    for name in snapshot::diff(&dir.listing, &now) {
-        fired.push(Fired::Name(fd, name));
+    match &mut dir.listing {
+        Listing::All(listing) => {
+            let Ok(now) = snapshot::scan(&dir.path) else {
+                fired.push(Fired::Gone(fd));
+                return;
+            };
+            for (name, structural) in snapshot::diff(listing, &now) {
+                fired.push(Fired::Name(fd, name, structural));
+            }
+            *listing = now;
+        }
+        Listing::Child(name, was) => {
+            let now = snapshot::stat_one(&dir.path, name);
+            // Structural only: created, removed, or another folder (inode) under the name.
+            if now.map(|s| s.ino) != was.map(|s| s.ino) {
+                fired.push(Fired::Name(fd, name.clone(), true));
+            }
+            *was = now;
+        }
     }
-    dir.listing = now;
 }

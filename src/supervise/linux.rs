@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use inotify::{EventMask, Inotify, WatchMask, Watches};
 
-use super::{Fired, OpenError};
+use super::{Filter, Fired, OpenError};
 use crate::liveness::pidfd_open;
 
 /// A folder is known by its inotify watch descriptor.
@@ -26,18 +26,24 @@ pub(crate) const DIR_MODE: &str = "inotify";
 const STOP: u64 = u64::MAX;
 const INOTIFY: u64 = u64::MAX - 1;
 
-/// What a folder watch asks inotify for: entries created (a folder on the way appearing),
-/// written and closed, renamed in or out, deleted; the folder itself deleted or moved. Not
-/// IN_OPEN or IN_ACCESS: readers of the folder wake nobody.
-fn dir_mask() -> WatchMask {
-    WatchMask::CREATE
-        | WatchMask::CLOSE_WRITE
+/// What a folder watch asks inotify for: names created, renamed in or out, deleted; the folder
+/// itself deleted or moved; for entry files also written and closed. Not IN_OPEN or IN_ACCESS:
+/// readers of the folder wake nobody; and a folder on the way (`Filter::Child`, often a busy
+/// one such as /tmp or a home folder) is not woken by the files written in it. IN_MASK_ADD:
+/// one inode watched for both uses keeps the union.
+fn dir_mask(filter: &Filter) -> WatchMask {
+    let structural = WatchMask::CREATE
         | WatchMask::MOVED_TO
         | WatchMask::MOVED_FROM
         | WatchMask::DELETE
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF
         | WatchMask::ONLYDIR
+        | WatchMask::MASK_ADD;
+    match filter {
+        Filter::Entries => structural | WatchMask::CLOSE_WRITE,
+        Filter::Child(_) => structural,
+    }
 }
 
 /// `pidfd` where the kernel has pidfd_open (Linux ≥ 5.3, not refused by a seccomp filter),
@@ -130,18 +136,23 @@ impl Waiter {
         Release(handle)
     }
 
-    pub(crate) fn add_dir(&mut self, dir: &Path) -> std::io::Result<DirKey> {
-        self.shared.watches.clone().add(dir, dir_mask())
+    /// inotify watches an inode once per instance: the same folder added again (by another
+    /// watch) answers the same descriptor, which the registry then shares.
+    pub(crate) fn add_dir(&mut self, dir: &Path, filter: &Filter) -> std::io::Result<DirKey> {
+        self.shared.watches.clone().add(dir, dir_mask(filter))
     }
 
-    pub(crate) fn remove_dir(&mut self, key: &DirKey) {
-        // Fails (EINVAL) for a folder already gone; nothing to do then.
-        let _ = self.shared.watches.clone().remove(key.clone());
+    /// A watch of the folder `key` ended; `last`: no other watch shares the descriptor.
+    pub(crate) fn remove_dir(&mut self, key: &DirKey, last: bool) {
+        if last {
+            // Fails (EINVAL) for a folder already gone; nothing to do then.
+            let _ = self.shared.watches.clone().remove(key.clone());
+        }
     }
 
     /// The folder went away or moved: drop its watch (a moved folder's would keep reporting).
     pub(crate) fn forget_dir(&mut self, key: &DirKey) {
-        self.remove_dir(key);
+        self.remove_dir(key, true);
     }
 
     /// Stop the thread and wait for it (called with no watch left, outside the lock).
@@ -196,7 +207,21 @@ fn run(shared: Arc<Shared>, mut inotify: Inotify) {
         for ev in &events[..n as usize] {
             match ev.u64 {
                 STOP => return,
-                INOTIFY => read_inotify(&mut inotify, &mut buf, &mut fired),
+                INOTIFY => {
+                    if !read_inotify(&mut inotify, &mut buf, &mut fired) {
+                        // Broken: stop listening to it (it would stay readable, waking us
+                        // for nothing); exit watches carry on.
+                        // SAFETY: both fds are open; EPOLL_CTL_DEL ignores the event pointer.
+                        unsafe {
+                            libc::epoll_ctl(
+                                shared.epoll.as_raw_fd(),
+                                libc::EPOLL_CTL_DEL,
+                                inotify.as_raw_fd(),
+                                std::ptr::null_mut(),
+                            )
+                        };
+                    }
+                }
                 id => fired.push(Fired::Exit(id)),
             }
         }
@@ -206,11 +231,18 @@ fn run(shared: Arc<Shared>, mut inotify: Inotify) {
     }
 }
 
-/// Drain the inotify queue into `fired`.
-fn read_inotify(inotify: &mut Inotify, buf: &mut [u8], fired: &mut Vec<Fired>) {
+/// Drain the inotify queue into `fired`; false when the instance failed (every folder watch is
+/// told so).
+fn read_inotify(inotify: &mut Inotify, buf: &mut [u8], fired: &mut Vec<Fired>) -> bool {
     loop {
-        let Ok(events) = inotify.read_events(buf) else {
-            return; // EAGAIN: drained
+        let events = match inotify.read_events(buf) {
+            Ok(events) => events,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true, // drained
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                fired.push(Fired::Broken(e.raw_os_error().unwrap_or(libc::EIO)));
+                return false;
+            }
         };
         let mut any = false;
         for ev in events {
@@ -225,11 +257,12 @@ fn read_inotify(inotify: &mut Inotify, buf: &mut [u8], fired: &mut Vec<Fired>) {
             ) {
                 fired.push(Fired::Gone(ev.wd.clone()));
             } else if let Some(name) = ev.name {
-                fired.push(Fired::Name(ev.wd.clone(), OsString::from(name)));
+                let structural = !ev.mask.contains(EventMask::CLOSE_WRITE);
+                fired.push(Fired::Name(ev.wd.clone(), OsString::from(name), structural));
             }
         }
         if !any {
-            return;
+            return true;
         }
     }
 }

@@ -49,6 +49,9 @@ pub enum Notice {
     /// The folder itself went away or was replaced, or notifications were lost (queue overflow):
     /// look again. The watch stays registered but may report nothing more.
     Reevaluate,
+    /// The OS stopped notifying for the folder with this error (an OS error code): the watch
+    /// reports nothing more.
+    Failed(i32),
 }
 
 /// Where a watch's notices go: called on the waiter's thread with the watch id, never while
@@ -61,15 +64,18 @@ pub enum Filter {
     /// Process-matrix entry files: names ending `.json` (not the `.json.lock` directories, not
     /// the `.json.<pid>.<uuid>.tmp` files of writes in progress).
     Entries,
-    /// Exactly this child (a folder on the way to one that does not exist yet).
+    /// Exactly this child, when it is created, removed or renamed (not when it is only written):
+    /// a folder on the watched path, whose replacement changes what the path means.
     Child(OsString),
 }
 
 impl Filter {
-    fn admits(&self, name: &std::ffi::OsStr) -> bool {
+    /// Whether a change of `name` is reported; `structural`: it was created, removed or
+    /// renamed, not only written.
+    fn admits(&self, name: &std::ffi::OsStr, structural: bool) -> bool {
         match self {
             Filter::Entries => name.to_str().is_some_and(|n| n.ends_with(".json")),
-            Filter::Child(c) => name == c.as_os_str(),
+            Filter::Child(c) => structural && name == c.as_os_str(),
         }
     }
 }
@@ -101,13 +107,24 @@ pub(crate) enum Fired {
     /// Every exit watch of this pid fired (kqueue has one watch per pid).
     #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
     ExitPid(i32),
-    /// `name` changed in the folder known as `key`.
-    Name(os::DirKey, OsString),
+    /// `name` changed in the folder known as `key`; `true` when it was created, removed or
+    /// renamed (not only written).
+    Name(os::DirKey, OsString, bool),
     /// The folder known as `key` went away or was replaced: it reports nothing more.
     Gone(os::DirKey),
+    /// Notifications of the folder known as `key` were lost (its buffer overflowed): its watches
+    /// re-evaluate and it keeps reporting.
+    #[cfg_attr(not(windows), allow(dead_code))]
+    Lost(os::DirKey),
     /// Notifications were lost (inotify's queue overflowed): every folder watch re-evaluates.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Overflow,
+    /// The folder known as `key` can no longer be watched (an OS error code): its watches fail.
+    #[cfg_attr(not(windows), allow(dead_code))]
+    Failed(os::DirKey, i32),
+    /// No folder can be watched any more (an OS error code): every folder watch fails.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Broken(i32),
 }
 
 enum Kind {
@@ -180,10 +197,8 @@ impl Registry {
                     .watches
                     .values()
                     .any(|o| matches!(&o.kind, Kind::Dir { key: Some(k), .. } if *k == key));
-                if !shared {
-                    if let Some(waiter) = self.waiter.as_mut() {
-                        waiter.remove_dir(&key);
-                    }
+                if let Some(waiter) = self.waiter.as_mut() {
+                    waiter.remove_dir(&key, !shared);
                 }
             }
             Kind::Dir { key: None, .. } => {}
@@ -266,10 +281,13 @@ pub fn watch_exit(pid: i32, start_time_ms: Option<f64>, owner: u64, sink: Sink) 
 
 /// Watch the folder `dir` (which must exist) for changes of the names `filter` admits, for
 /// the JS environment `owner`. Fails as the OS's watch call fails (ENOENT, ENOTDIR, limits).
+/// The watch is on the folder `dir` names now, wherever it goes later: a caller that means
+/// the path also watches the folders above it ([`Filter::Child`]) and looks again when one
+/// of them changes.
 pub fn watch_dir(dir: &Path, filter: Filter, owner: u64, sink: Sink) -> std::io::Result<u64> {
     let mut reg = registry();
     let id = reg.take_id();
-    let added = reg.waiter().and_then(|w| w.add_dir(dir));
+    let added = reg.waiter().and_then(|w| w.add_dir(dir, &filter));
     match added {
         Ok(key) => {
             reg.watches.insert(
@@ -337,6 +355,18 @@ pub fn waiter_running() -> bool {
     registry().waiter.is_some()
 }
 
+/// Times the OS said folder notifications were lost (a queue or buffer overflowed) since the
+/// process started: each made the folders' watches look again.
+pub fn overflow_count() -> u64 {
+    OVERFLOWS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static OVERFLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count_overflow() {
+    OVERFLOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Finish removals outside the lock (a Windows wait is unregistered with a blocking call that
 /// waits for its callback, which takes the lock), then stop an idle waiter.
 fn finish(later: Vec<os::Release>, idle: Option<os::Waiter>) {
@@ -361,7 +391,9 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
     let mut deliver: Vec<(Sink, u64, Notice)> = Vec::new();
     let mut later = Vec::new();
     let idle = {
-        let mut reg = registry();
+        let mut guard = registry();
+        // One borrow of the registry whose fields (watches, waiter) are borrowed apart below.
+        let reg: &mut Registry = &mut guard;
         let current = reg.waiter.as_ref().is_some_and(|w| w.owns_current_thread());
         for f in fired {
             if !current && !matches!(f, Fired::Exit(_)) {
@@ -386,7 +418,7 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                         }
                     }
                 }
-                Fired::Name(key, name) => {
+                Fired::Name(key, name, structural) => {
                     let Some(text) = name.to_str() else { continue }; // K2: not UTF-8
                     for (id, w) in &reg.watches {
                         if let Kind::Dir {
@@ -394,8 +426,41 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                             filter,
                         } = &w.kind
                         {
-                            if *k == key && filter.admits(&name) {
+                            if *k == key && filter.admits(&name, structural) {
                                 deliver.push((w.sink.clone(), *id, Notice::Changed(text.into())));
+                            }
+                        }
+                    }
+                }
+                Fired::Lost(key) => {
+                    count_overflow();
+                    for (id, w) in &reg.watches {
+                        if matches!(&w.kind, Kind::Dir { key: Some(k), .. } if *k == key) {
+                            deliver.push((w.sink.clone(), *id, Notice::Reevaluate));
+                        }
+                    }
+                }
+                Fired::Failed(key, code) => {
+                    for (id, w) in reg.watches.iter_mut() {
+                        if let Kind::Dir { key: k, .. } = &mut w.kind {
+                            if k.as_ref() == Some(&key) {
+                                *k = None;
+                                deliver.push((w.sink.clone(), *id, Notice::Failed(code)));
+                            }
+                        }
+                    }
+                    if let Some(waiter) = reg.waiter.as_mut() {
+                        waiter.forget_dir(&key);
+                    }
+                }
+                Fired::Broken(code) => {
+                    for (id, w) in reg.watches.iter_mut() {
+                        if let Kind::Dir { key: k, .. } = &mut w.kind {
+                            if let Some(key) = k.take() {
+                                if let Some(waiter) = reg.waiter.as_mut() {
+                                    waiter.forget_dir(&key);
+                                }
+                                deliver.push((w.sink.clone(), *id, Notice::Failed(code)));
                             }
                         }
                     }
@@ -414,6 +479,7 @@ pub(crate) fn dispatch(fired: Vec<Fired>) -> bool {
                     }
                 }
                 Fired::Overflow => {
+                    count_overflow();
                     for (id, w) in &reg.watches {
                         if matches!(w.kind, Kind::Dir { .. }) {
                             deliver.push((w.sink.clone(), *id, Notice::Reevaluate));

@@ -60,16 +60,32 @@ fn sig(meta: &std::fs::Metadata) -> Sig {
     }
 }
 
-/// Names added, removed, or whose signature changed from `old` to `new`, sorted.
-pub fn diff(old: &Snapshot, new: &Snapshot) -> Vec<OsString> {
-    let mut names: Vec<OsString> = new
+/// Names added, removed, or whose signature changed from `old` to `new`, sorted, each with
+/// whether the change was structural (added, removed, or another file now: a new inode) rather
+/// than a write in place.
+pub fn diff(old: &Snapshot, new: &Snapshot) -> Vec<(OsString, bool)> {
+    let mut names: Vec<(OsString, bool)> = new
         .iter()
-        .filter(|(name, sig)| old.get(*name) != Some(*sig))
-        .map(|(name, _)| name.clone())
-        .chain(old.keys().filter(|n| !new.contains_key(*n)).cloned())
+        .filter_map(|(name, sig)| match old.get(name) {
+            Some(was) if was == sig => None,
+            Some(was) => Some((name.clone(), was.ino != sig.ino)),
+            None => Some((name.clone(), true)),
+        })
+        .chain(
+            old.keys()
+                .filter(|n| !new.contains_key(*n))
+                .map(|n| (n.clone(), true)),
+        )
         .collect();
     names.sort();
     names
+}
+
+/// The signature of one name of `dir` (not following a symlink), or None when it is absent.
+pub fn stat_one(dir: &Path, name: &std::ffi::OsStr) -> Option<Sig> {
+    std::fs::symlink_metadata(dir.join(name))
+        .ok()
+        .map(|m| sig(&m))
 }
 
 #[cfg(test)]
@@ -93,9 +109,26 @@ mod tests {
         let s1 = scan(&dir).unwrap();
         let names: Vec<_> = diff(&s0, &s1)
             .into_iter()
-            .map(|n| n.into_string().unwrap())
+            .map(|(n, structural)| (n.into_string().unwrap(), structural))
             .collect();
-        assert_eq!(names, ["a.json", "b.json", "c.json"]);
+        // Each is structural: a.json is another file (renamed over), b gone, c new.
+        assert_eq!(
+            names,
+            [
+                ("a.json".to_string(), true),
+                ("b.json".to_string(), true),
+                ("c.json".to_string(), true)
+            ]
+        );
+        // A write in place is a change, not a structural one.
+        std::fs::write(dir.join("c.json"), "longer").unwrap();
+        let s2 = scan(&dir).unwrap();
+        assert_eq!(diff(&s1, &s2), [("c.json".into(), false)]);
+        assert_eq!(
+            stat_one(&dir, "c.json".as_ref()),
+            s2.get(std::ffi::OsStr::new("c.json")).copied()
+        );
+        assert_eq!(stat_one(&dir, "b.json".as_ref()), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -233,3 +233,32 @@ fn a_folder_on_the_way_reports_its_child_appearing() {
     assert!(!waiter_running());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[test]
+fn a_folder_on_the_way_reports_its_child_renamed_or_removed_not_written() {
+    let _g = serial();
+    let dir = temp_dir("child-moves");
+    std::fs::create_dir(dir.join("state")).unwrap();
+    let (sink, rx) = channel_sink();
+    // The same folder watched for its entries too: one inode, both masks (IN_MASK_ADD).
+    let (esink, _erx) = channel_sink();
+    let entries = watch_dir(&dir, Filter::Entries, 6, esink).unwrap();
+    let id = watch_dir(&dir, Filter::Child("state".into()), 6, sink).unwrap();
+    // A file named like the child written in a sibling folder, files written beside it:
+    // nothing.
+    std::fs::write(dir.join("state").join("inner.json"), "{}").unwrap();
+    std::fs::write(dir.join("x.json"), "{}").unwrap();
+    assert_eq!(drain(&rx, 300), []);
+    // Renamed away, a folder made under its name, removed: each told.
+    std::fs::rename(dir.join("state"), dir.join("state.old")).unwrap();
+    assert_eq!(drain(&rx, 300), [Notice::Changed("state".into())]);
+    std::fs::create_dir(dir.join("state")).unwrap();
+    assert_eq!(drain(&rx, 300), [Notice::Changed("state".into())]);
+    std::fs::remove_dir(dir.join("state")).unwrap();
+    assert_eq!(drain(&rx, 300), [Notice::Changed("state".into())]);
+    assert!(cancel(id));
+    assert!(cancel(entries));
+    assert!(!waiter_running());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::OpenError;
+use super::{Filter, OpenError};
 
 pub(crate) type DirKey = u64;
 pub(crate) type ExitHandle = ();
@@ -27,10 +27,10 @@ impl Waiter {
     pub(crate) fn remove_exit(&mut self, _pid: i32, _h: ExitHandle, _fired: bool) -> Release {
         Release
     }
-    pub(crate) fn add_dir(&mut self, _dir: &Path) -> std::io::Result<DirKey> {
+    pub(crate) fn add_dir(&mut self, _dir: &Path, _f: &Filter) -> std::io::Result<DirKey> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
-    pub(crate) fn remove_dir(&mut self, _key: &DirKey) {}
+    pub(crate) fn remove_dir(&mut self, _key: &DirKey, _last: bool) {}
     pub(crate) fn forget_dir(&mut self, _key: &DirKey) {}
     pub(crate) fn stop(self) {}
     pub(crate) fn detach(self) {}
