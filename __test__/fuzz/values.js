@@ -233,8 +233,14 @@ const key = fc.oneof(
   { weight: 1, arbitrary: fc.string({ maxLength: 3 }) },
 )
 
-/** A deep chain of arrays or objects (below isDeepStrictEqual's recursion limit). */
-const deep = fc.tuple(fc.integer({ min: 20, max: 1500 }), fc.boolean()).map(([depth, arrays]) => {
+/**
+ * A deep chain of arrays or objects, well below the depth where isDeepStrictEqual (and the
+ * test's own assert.deepStrictEqual) overflow the stack: measured from a fresh stack, about 1,250
+ * levels on Node 20 and 985 (arrays) on Node 24. Nearer that limit the answer would depend on how
+ * deep the caller's stack already is (the original throws RangeError there, at a depth no host
+ * can predict), so a differential comparison could not be exact.
+ */
+const deep = fc.tuple(fc.integer({ min: 20, max: 600 }), fc.boolean()).map(([depth, arrays]) => {
   let v = 'bottom'
   for (let i = 0; i < depth; i++) v = arrays ? [v] : { d: v }
   return v
