@@ -829,9 +829,11 @@ describe('issues 28 and 34: locks and CAS on a folder shared by machines', { con
       }
 
       test(`a refresh stuck in the file system for 4 locks through mount A: the fifth keeps its holder (a taker through mount B never gets in beside it), the 4 holders get ECOMPROMISED`, { skip: NO_STRACE }, async (t) => {
-        // The taker judges a lock that stays unchanged for stale + 3 s stale (the network rule
-        // with a short bound), so that the 4 stuck locks are taken within the test.
-        await stuckRefresh(t, { label: kind, dirA: A('stuck'), dirB: B('stuck'), takerEnv: { PI_NATIVE_ATTRIBUTE_CACHE_MS: '3000' } })
+        // The taker judges a lock that stays unchanged for stale + a short bound stale, so that
+        // the 4 stuck locks may be taken within the test; the bound must still cover what the
+        // taker's client caches (sshfs: 20 s; the others about a second).
+        const bound = kind === 'sshfs' ? SSHFS_CACHE + 5000 : 3000
+        await stuckRefresh(t, { label: kind, dirA: A('stuck'), dirB: B('stuck'), takerEnv: { PI_NATIVE_ATTRIBUTE_CACHE_MS: String(bound) } })
       })
 
       if (kind !== 'sshfs') return

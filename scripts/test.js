@@ -58,12 +58,23 @@ const testFiles = fs
 // `*.isolated.test.js` bound wall-clock behaviour (event-loop gaps, deadlines under load): they
 // run one at a time after the rest, so sibling test processes cannot stall them from outside.
 const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
-const shared = testFiles.filter((f) => !isolated.includes(f))
-function nodeTests(bin, version) {
+// The network file systems (`network-fs*.test.js`: servers and FUSE mounts on this machine,
+// minutes of wall clock) run once, on this Node line, alone: the lock rules they test are the
+// addon's, the same on every Node line.
+const networkFs = testFiles.filter((f) => path.basename(f).startsWith('network-fs'))
+const shared = testFiles.filter((f) => !isolated.includes(f) && !networkFs.includes(f))
+function nodeTests(bin, version, { withNetworkFs = false } = {}) {
   ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared])
   for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f])
+  if (!withNetworkFs) return
+  const { KINDS, unavailable } = require('../__test__/two-mounts.js')
+  const served = KINDS.filter((k) => !unavailable(k))
+  for (const k of KINDS.filter((x) => !served.includes(x))) {
+    results.push({ name: `network file system ${k}: ${unavailable(k)}`, ok: true, skipped: true, seconds: 0 })
+  }
+  for (const f of networkFs) ownTmp(`node tests (Node ${version}) ${path.basename(f)}: ${served.join(', ') || 'local folder only'}`, bin, ['--test', f])
 }
-nodeTests(process.execPath, process.versions.node)
+nodeTests(process.execPath, process.versions.node, { withNetworkFs: true })
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
 // Each comes from PI_NATIVE_NODE_<major> or the platform's npm package (scripts/node-versions.js);

@@ -81,6 +81,48 @@ pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
     stamp_of(path)
 }
 
+pub use super::Facts;
+
+/// The facts of an open file, asked of the file server where the file system caches
+/// attributes (Linux: `statx(fd, AT_EMPTY_PATH | AT_STATX_FORCE_SYNC)`: a FUSE or NFS client
+/// then asks its server for the size instead of answering from its attribute cache; sshfs
+/// refreshed its own cache at the `open` just made). Elsewhere `fstat`.
+pub fn fresh_facts(f: &File) -> std::io::Result<Facts> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: statx is plain old data; all-zero is a valid value for it.
+        let mut x: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open, the path is the empty C string (AT_EMPTY_PATH) and x
+        // is writable for the call.
+        let rc = unsafe {
+            libc::statx(
+                f.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC,
+                libc::STATX_BASIC_STATS,
+                &mut x,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Facts {
+            ino: x.stx_ino,
+            size: x.stx_size,
+            is_file: u32::from(x.stx_mode) & libc::S_IFMT == libc::S_IFREG,
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let m = f.metadata()?;
+        Ok(Facts {
+            ino: m.ino(),
+            size: m.len(),
+            is_file: m.file_type().is_file(),
+        })
+    }
+}
+
 /// Set the access and modification times of the directory at `path` to `to` (None: now), only
 /// if it is the directory `ours` recognises by its stamp. The times are set through a
 /// descriptor of the very directory that was checked (`O_DIRECTORY|O_NOFOLLOW`, `fstat`,
