@@ -815,7 +815,7 @@ fn sightings() -> std::sync::MutexGuard<'static, HashMap<String, (DirId, Instant
 /// threshold of observation again, which only ever delays a takeover).
 const MAX_SIGHTINGS: usize = 4096;
 
-/// The network rule: stale once seen unchanged (device, inode, mtime) for longer than the
+/// The network rule: stale once seen unchanged (device, mtime) for longer than the
 /// stale threshold plus the attribute-cache bound, by this process's own clock, whatever the
 /// mtime says. A live holder rewrites its mtime every second, and a cached answer is at most
 /// the bound old, so a lock unchanged for that long has not been refreshed for longer than the
@@ -829,7 +829,11 @@ fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
     let since = {
         let mut seen = sightings();
         match seen.get(lock_path) {
-            Some(&(id, since)) if id == found => since,
+            // Device and mtime, not the inode: libfuse file systems that open by path (smbnetfs,
+            // sshfs) hand out a new inode number for the same directory once the kernel forgot
+            // it, which would restart the observation forever. A live holder rewrites its mtime
+            // every second, so an unchanged mtime is what says "not refreshed".
+            Some(&(id, since)) if (id.0, id.2) == (found.0, found.2) => since,
             _ => {
                 if seen.len() >= MAX_SIGHTINGS {
                     seen.clear();
