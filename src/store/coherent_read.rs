@@ -33,6 +33,14 @@ use crate::platform;
 /// How long the listing and the opened file may disagree before the read fails loudly.
 pub const AGREE_WITHIN: Duration = Duration::from_millis(3000);
 
+/// Whether coherent reads are made at all. Off only with `PI_NATIVE_TEST_PLAIN_READS=1` in the
+/// environment when the addon loads: a hook for `bench/netfs.js`, which measures what they cost
+/// (the same calls with plain reads). Nothing else reads that variable.
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("PI_NATIVE_TEST_PLAIN_READS").is_none_or(|v| v != "1"))
+}
+
 /// What a coherent read found.
 #[derive(Debug)]
 pub enum Current {

@@ -46,8 +46,9 @@ pub fn read_text(path: &str) -> Option<String> {
         // ESTALE, or (GlusterFS) ENOENT for a name another client replaced: the coherent read
         // finds what it leads to now.
         Err(e)
-            if transient::is_transient(&e, transient::Op::Read, false)
-                || folder_is_remote(path) =>
+            if coherent_read::enabled()
+                && (transient::is_transient(&e, transient::Op::Read, false)
+                    || folder_is_remote(path)) =>
         {
             return read_coherent(path)
         }
@@ -55,11 +56,11 @@ pub fn read_text(path: &str) -> Option<String> {
     };
     let meta = match f.metadata() {
         Ok(m) => m,
-        Err(_) if folder_is_remote(path) => return read_coherent(path),
+        Err(_) if coherent_read::enabled() && folder_is_remote(path) => return read_coherent(path),
         Err(_) => return None,
     };
     #[cfg(unix)]
-    if file_is_remote(path, &meta) {
+    if coherent_read::enabled() && file_is_remote(path, &meta) {
         drop(f);
         return read_coherent(path);
     }
@@ -108,7 +109,7 @@ fn read_coherent(path: &str) -> Option<String> {
 /// server has it now ([`coherent_read`]), failing loudly (`ERR_PI_NATIVE_INCOHERENT`) where
 /// the client cannot be made to say; elsewhere the plain read.
 fn read_locked(path: &str, guard: &LockGuard) -> Result<Option<String>, FsError> {
-    if !guard.remote() || path.contains('\0') {
+    if !guard.remote() || !coherent_read::enabled() || path.contains('\0') {
         return Ok(read_text(path));
     }
     Ok(match coherent_read::read_current(path)? {
@@ -281,7 +282,7 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     names.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
     // On a network or FUSE file system each file is read as the server has it, checked against
     // the inode this very listing gave for its name (coherent_read::read_listed).
-    let remote = dir_is_remote(&dir);
+    let remote = coherent_read::enabled() && dir_is_remote(&dir);
     let paths: Vec<(String, u64)> = names
         .iter()
         .map(|(n, ino)| (nodepath::join(&[&dir, n]), *ino))
