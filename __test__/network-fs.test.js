@@ -309,15 +309,19 @@ const INCREMENTER = `${PRELUDE}
   const bump = (e) => ({ ...e, taskRef: String(Number(e.taskRef) + 1), heartbeatAt: new Date().toISOString() })
   ;(async () => {
     let done = 0, conflicts = 0, locked = 0, unreadable = 0, compromised = 0
+    let readable = Date.now()
     while (done < Number(n)) {
       const cur = await lib.readEntry(agentDir, id)
       // The entry exists all along: undefined is a read torn or misled by a client cache
-      // (counted; the judge wants 0). Read again.
+      // (counted; the judge wants 0). Read again; an entry unreadable for a minute (a server
+      // that keeps answering ESTALE for it) ends the writer instead of hanging the suite.
       if (cur === undefined) {
         unreadable++
+        if (Date.now() - readable > 60_000) throw new Error('the entry has been unreadable for 60 s')
         await sleep(50)
         continue
       }
+      readable = Date.now()
       const sync = mode === 'sync' || (mode === 'mixed' && done % 2 === 1)
       try {
         const ok = sync ? lib.writeEntryIfUnchangedSync(agentDir, cur, bump(cur)) : await lib.writeEntryIfUnchanged(agentDir, id, cur, bump(cur))

@@ -399,11 +399,15 @@ fn apply(
             Ok(CasOutcome::Matched)
         }
         Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
-        Action::Remove => guard.fenced(|| match remove_retried(file, guard.remote()) {
-            Ok(()) => Ok(CasOutcome::Matched),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
-            Err(e) => Err(FsError::io(&e, "rm", file)),
-        }),
+        // Asked before the fence: `fenced` holds the lock's mutex that `remote` takes.
+        Action::Remove => {
+            let remote = guard.remote();
+            guard.fenced(|| match remove_retried(file, remote) {
+                Ok(()) => Ok(CasOutcome::Matched),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
+                Err(e) => Err(FsError::io(&e, "rm", file)),
+            })
+        }
     }
 }
 
