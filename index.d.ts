@@ -138,7 +138,10 @@ export interface Failure {
   syscall?: string
   path?: string
   dest?: string
-  /** `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL` (non file-system failures). */
+  /**
+   * `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL`,
+   * `ERR_PI_NATIVE_INCOHERENT` (non file-system failures).
+   */
   code?: string
   /** The resolved target of a lock failure. */
   file?: string

@@ -6,6 +6,8 @@ const fsp = require('node:fs/promises')
 const path = require('node:path')
 const { randomUUID } = require('node:crypto')
 const lockfile = require('proper-lockfile')
+const { mkdirParent, mkdirParentSync, backoff } = require('../lib/contract/transient.js')
+const { renameTransient, lockFsFor } = require('./remote.js')
 
 // Read at each call, as the original does (hosts' tests switch process.platform between calls).
 const isWin = () => process.platform === 'win32'
@@ -13,9 +15,38 @@ const durable = () => process.env.PI_NATIVE_FSYNC === '1'
 const tempPathFor = (filePath) => `${filePath}.${process.pid}.${randomUUID()}.tmp`
 const renameRetryable = (err) => isWin() && err && (err.code === 'EPERM' || err.code === 'EACCES' || err.code === 'EBUSY')
 const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+// B19's rename, and on a network file system its transient refusals tried again (js/remote.js).
+function renameSync(temp, filePath) {
+  let next
+  for (let k = 0; ; k++) {
+    try {
+      return fs.renameSync(temp, filePath)
+    } catch (err) {
+      let wait = -1
+      if (renameRetryable(err) && k < 9) wait = Math.min(10 * 2 ** k, 200)
+      else if (renameTransient(err, filePath)) wait = (next ??= backoff())()
+      if (wait < 0) throw err
+      sleepSync(wait)
+    }
+  }
+}
+async function rename(temp, filePath) {
+  let next
+  for (let k = 0; ; k++) {
+    try {
+      return await fsp.rename(temp, filePath)
+    } catch (err) {
+      let wait = -1
+      if (renameRetryable(err) && k < 9) wait = Math.min(10 * 2 ** k, 200)
+      else if (renameTransient(err, filePath)) wait = (next ??= backoff())()
+      if (wait < 0) throw err
+      await new Promise((r) => setTimeout(r, wait))
+    }
+  }
+}
 
 function writeFileAtomicSync(filePath, content, options = {}) {
-  fs.mkdirSync(path.dirname(filePath), { recursive: true })
+  mkdirParentSync(path.dirname(filePath))
   const temp = tempPathFor(filePath)
   try {
     const fd = fs.openSync(temp, 'wx', options.mode ?? 0o666)
@@ -25,15 +56,7 @@ function writeFileAtomicSync(filePath, content, options = {}) {
     } finally {
       fs.closeSync(fd)
     }
-    for (let k = 0; ; k++) {
-      try {
-        fs.renameSync(temp, filePath)
-        break
-      } catch (err) {
-        if (!renameRetryable(err) || k >= 9) throw err
-        sleepSync(Math.min(10 * 2 ** k, 200))
-      }
-    }
+    renameSync(temp, filePath)
     if (durable()) {
       const dfd = fs.openSync(path.dirname(filePath), 'r')
       try {
@@ -51,7 +74,7 @@ function writeFileAtomicSync(filePath, content, options = {}) {
 }
 
 async function writeFileAtomic(filePath, content, options = {}) {
-  await fsp.mkdir(path.dirname(filePath), { recursive: true })
+  await mkdirParent(path.dirname(filePath))
   const temp = tempPathFor(filePath)
   try {
     const fh = await fsp.open(temp, 'wx', options.mode ?? 0o666)
@@ -61,15 +84,7 @@ async function writeFileAtomic(filePath, content, options = {}) {
     } finally {
       await fh.close()
     }
-    for (let k = 0; ; k++) {
-      try {
-        await fsp.rename(temp, filePath)
-        break
-      } catch (err) {
-        if (!renameRetryable(err) || k >= 9) throw err
-        await new Promise((r) => setTimeout(r, Math.min(10 * 2 ** k, 200)))
-      }
-    }
+    await rename(temp, filePath)
     if (durable()) {
       const dh = await fsp.open(path.dirname(filePath), 'r')
       try {
@@ -85,13 +100,13 @@ async function writeFileAtomic(filePath, content, options = {}) {
 }
 
 function withFileLockSync(filePath, fn, options = {}) {
-  fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  mkdirParentSync(path.dirname(filePath)) // B17a: parent first, Node's error
   const attempts = Math.max(1, options.retries ?? 10) + 1
   let release
   for (let k = 1; ; k++) {
     try {
       // `stale` is passed even when undefined: proper-lockfile then floors it at 2000 ms.
-      release = lockfile.lockSync(filePath, { realpath: options.realpath ?? false, stale: options.stale })
+      release = lockfile.lockSync(filePath, { realpath: options.realpath ?? false, stale: options.stale, ...remoteFs(filePath) })
       break
     } catch (err) {
       const retryable = err && (err.code === 'ELOCKED' || (isWin() && err.code === 'EPERM'))
@@ -108,11 +123,19 @@ function withFileLockSync(filePath, fn, options = {}) {
   }
 }
 
+// On a network file system, proper-lockfile works through an fs that tries transient refusals
+// again (js/remote.js); elsewhere its own (graceful-fs).
+function remoteFs(filePath) {
+  const remote = lockFsFor(filePath)
+  return remote ? { fs: remote } : {}
+}
+
 async function withFileLock(filePath, fn, options = {}) {
-  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  await mkdirParent(path.dirname(filePath)) // B17a: parent first, Node's error
   const release = await lockfile.lock(filePath, {
     realpath: options.realpath ?? false,
     stale: options.stale,
+    ...remoteFs(filePath),
     retries: { retries: options.retries ?? 10, factor: 2, minTimeout: 25, maxTimeout: 500, randomize: false },
   })
   try {

@@ -7,6 +7,8 @@ const { isDeepStrictEqual } = require('node:util')
 const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
 const { sweepMinAge } = require('../lib/contract/options.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
+const { mkdirParent, mkdirParentSync, backoff, sleep } = require('../lib/contract/transient.js')
+const { isRemoteDir, readCurrent, readCurrentSync, renameTransient } = require('./remote.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
 const STATUS = ['running', 'winding_down', 'resumable', 'adopted', 'closed']
@@ -92,24 +94,26 @@ function parseValid(text) {
   return isProcessMatrixEntry(v) ? v : undefined
 }
 
+// On a network or FUSE file system an entry is read as the server has it now (js/remote.js):
+// a client cache may lead its name to a replaced file, or cut the new one at an old size.
 async function readValid(file) {
   let text
   try {
-    text = await fsp.readFile(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await fsp.readFile(file, 'utf8')
   } catch {
     return undefined
   }
-  return parseValid(text)
+  return text === undefined ? undefined : parseValid(text)
 }
 
 function readValidSync(file) {
   let text
   try {
-    text = fs.readFileSync(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? readCurrentSync(file) : fs.readFileSync(file, 'utf8')
   } catch {
     return undefined
   }
-  return parseValid(text)
+  return text === undefined ? undefined : parseValid(text)
 }
 
 // ---- operations ------------------------------------------------------------------------------
@@ -137,7 +141,7 @@ async function listEntries(agentDir) {
 
 async function writeEntry(agentDir, entry) {
   const file = entryPath(agentDir, entry.entryId)
-  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await mkdirParent(path.dirname(file))
   await withFileLock(file, async () => {
     await writeFileAtomic(file, serialize(entry))
   })
@@ -148,7 +152,7 @@ async function writeEntryIfUnchanged(agentDir, entryId, expected, next) {
     throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${entryId}'.`)
   }
   const file = entryPath(agentDir, entryId)
-  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await mkdirParent(path.dirname(file))
   return withFileLock(file, async () => {
     if (!isDeepStrictEqual(await readValid(file), expected)) return false
     await writeFileAtomic(file, serialize(next))
@@ -161,7 +165,7 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
     throw new TypeError(`Process-matrix replacement entry '${next.entryId}' does not match '${expected.entryId}'.`)
   }
   const file = entryPath(agentDir, expected.entryId)
-  fs.mkdirSync(path.dirname(file), { recursive: true })
+  mkdirParentSync(path.dirname(file))
   return withFileLockSync(
     file,
     () => {
@@ -175,20 +179,34 @@ function writeEntryIfUnchangedSync(agentDir, expected, next) {
 
 async function removeEntry(agentDir, entryId) {
   const file = entryPath(agentDir, entryId)
-  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await mkdirParent(path.dirname(file))
   await withFileLock(file, async () => {
-    await fsp.rm(file, { force: true }).catch(() => {})
+    await rmRetried(file).catch(() => {})
   })
 }
 
 async function removeEntryIfUnchanged(agentDir, expected) {
   const file = entryPath(agentDir, expected.entryId)
-  await fsp.mkdir(path.dirname(file), { recursive: true })
+  await mkdirParent(path.dirname(file))
   return withFileLock(file, async () => {
     if (!isDeepStrictEqual(await readValid(file), expected)) return false
-    await fsp.rm(file, { force: true })
+    await rmRetried(file)
     return true
   })
+}
+
+/** `fs.promises.rm(file, { force: true })`, a network file system's transient refusals tried again. */
+async function rmRetried(file) {
+  const next = backoff()
+  for (;;) {
+    try {
+      return await fsp.rm(file, { force: true })
+    } catch (err) {
+      const wait = renameTransient(err, file) ? next() : -1
+      if (wait < 0) throw err
+      await sleep(wait)
+    }
+  }
 }
 
 // `.*`: entryPath(agentDir, '') is `<matrix>/.json`, an entry file like any other (W-B7).

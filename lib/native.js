@@ -2,7 +2,6 @@
 // The native backend: the generated binding plus the few hand-written wrappers that compose
 // its building blocks into the exact public contract (kept beside the generated loader).
 const fs = require('node:fs')
-const fsp = require('node:fs/promises')
 const path = require('node:path')
 const binding = require('../index.js')
 const { recoveryLimits, lockOptions, lockEnvironment, atomicMode, sweepMinAge } = require('./contract/options.js')
@@ -12,6 +11,7 @@ const { createLiveness } = require('./contract/liveness.js')
 const events = require('./contract/events.js')
 const { fromNative, compromisedError } = require('./contract/errors.js')
 const { isDeepStrictEqual, promisify } = require('node:util')
+const { mkdirParent, mkdirParentSync } = require('./contract/transient.js')
 const { expectedRoute, validTimestamps } = require('./expected.js')
 const { processMatrixDir, entryPath, buildEntryId } = paths
 
@@ -293,7 +293,7 @@ function writeFileAtomic(filePath, content, options) {
  * `FileHandle#writeFile` does), in the original's order: parent directory, mode, then the chunks.
  */
 async function writeChunksAtomic(filePath, chunks, options) {
-  await fsp.mkdir(path.dirname(filePath), { recursive: true })
+  await mkdirParent(path.dirname(filePath))
   const mode = atomicMode(filePath, options)
   const parts = []
   for await (const chunk of chunks) parts.push(paths.chunkBytes(chunk))
@@ -326,7 +326,7 @@ const callbackLocks = new Set()
  * ECOMPROMISED instead of reporting a success that another writer may have overwritten.
  */
 async function withFileLock(filePath, fn, options) {
-  await fsp.mkdir(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  await mkdirParent(path.dirname(filePath)) // B17a: parent first, Node's error
   const o = lockOptions(options, false)
   paths.assertLockTarget(filePath, o.realpath)
   const target = o.realpath ? await realpathAsJs(filePath) : filePath
@@ -348,7 +348,7 @@ async function withFileLock(filePath, fn, options) {
 
 /** withFileLock on the calling thread (usable inside `process.on("exit")`). */
 function withFileLockSync(filePath, fn, options) {
-  fs.mkdirSync(path.dirname(filePath), { recursive: true }) // B17a: parent first, Node's error
+  mkdirParentSync(path.dirname(filePath)) // B17a: parent first, Node's error
   const o = lockOptions(options, true)
   paths.assertLockTarget(filePath, o.realpath)
   const target = o.realpath ? fs.realpathSync(filePath) : filePath

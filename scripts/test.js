@@ -61,15 +61,26 @@ const testFiles = fs
 // `*.isolated.test.js` bound wall-clock behaviour (event-loop gaps, deadlines under load): they
 // run one at a time after the rest, so sibling test processes cannot stall them from outside.
 const isolated = testFiles.filter((f) => f.endsWith('.isolated.test.js'))
-const shared = testFiles.filter((f) => !isolated.includes(f))
-function nodeTests(bin, version, env) {
+// The network file systems (`network-fs*.test.js`: servers and FUSE mounts on this machine,
+// minutes of wall clock) run once, on this Node line, alone: the lock rules they test are the
+// addon's, the same on every Node line.
+const networkFs = testFiles.filter((f) => path.basename(f).startsWith('network-fs'))
+const shared = testFiles.filter((f) => !isolated.includes(f) && !networkFs.includes(f))
+function nodeTests(bin, version, env, { withNetworkFs = false } = {}) {
   ownTmp(`node tests (Node ${version})`, bin, ['--test', ...shared], env)
   for (const f of isolated) ownTmp(`node tests (Node ${version}) ${path.basename(f)}`, bin, ['--test', f], env)
+  if (!withNetworkFs) return
+  const { KINDS, unavailable } = require('../__test__/two-mounts.js')
+  const served = KINDS.filter((k) => !unavailable(k))
+  for (const k of KINDS.filter((x) => !served.includes(x))) {
+    results.push({ name: `network file system ${k}: ${unavailable(k)}`, ok: true, skipped: true, seconds: 0 })
+  }
+  for (const f of networkFs) ownTmp(`node tests (Node ${version}) ${path.basename(f)}: ${served.join(', ') || 'local folder only'}`, bin, ['--test', f], env)
 }
 // The fuzz budget (__test__/fuzz.test.js, 100 s) is spent once, on this first line; the other
 // lines keep that file's default of a few seconds, enough to catch what differs with the Node
 // version (util.isDeepStrictEqual compares constructors from Node 22 on, prototypes before).
-nodeTests(process.execPath, process.versions.node, { PI_NATIVE_FUZZ_SECONDS: process.env.PI_NATIVE_FUZZ_SECONDS ?? '100' })
+nodeTests(process.execPath, process.versions.node, { PI_NATIVE_FUZZ_SECONDS: process.env.PI_NATIVE_FUZZ_SECONDS ?? '100' }, { withNetworkFs: true })
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
 // Each comes from PI_NATIVE_NODE_<major> or the platform's npm package (scripts/node-versions.js);

@@ -7,9 +7,9 @@
 //! tokio's blocking pool is unbounded (up to 512 threads under an overload). What is needed is
 //! small: a queue, a condition variable, threads started on demand up to a bound.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -18,7 +18,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A bounded FIFO thread pool: jobs run in the order queued; a job queued while every thread
-/// is busy waits for one (it is never given a thread beyond the bound).
+/// is busy waits for one (it is never given a thread beyond the bound). Optionally
+/// ([`Pool::replacing_stuck`]) a thread whose job has run for too long stops counting towards
+/// the bound, so that jobs queued behind a stuck one get a thread of their own; the extra
+/// threads end once they find nothing to do.
 pub struct Pool {
     state: Mutex<PoolState>,
     ready: Condvar,
@@ -26,6 +29,8 @@ pub struct Pool {
     name: &'static str,
     /// Run once on each new thread before its first job.
     on_start: fn(),
+    /// A job running this long no longer holds a place within `max_threads`.
+    stuck_after: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -34,6 +39,10 @@ struct PoolState {
     /// Threads asleep waiting for a job.
     idle: usize,
     threads: usize,
+    /// Index of the next thread started (names and `busy` keys).
+    next_index: usize,
+    /// When each busy thread started its current job, by thread index.
+    busy: HashMap<usize, Instant>,
 }
 
 impl Pool {
@@ -44,7 +53,15 @@ impl Pool {
             max_threads: max_threads.max(1),
             name,
             on_start,
+            stuck_after: None,
         }
+    }
+
+    /// The same pool, where a thread busy with one job for `after` or longer no longer counts
+    /// towards the bound (see [`Pool::replace_stuck`]).
+    pub fn replacing_stuck(mut self, after: Duration) -> Self {
+        self.stuck_after = Some(after);
+        self
     }
 
     /// Queue `job`. False (the job dropped unrun) only when the pool has no thread and none can
@@ -58,32 +75,62 @@ impl Pool {
             self.ready.notify_one();
             return true;
         }
-        if st.threads < self.max_threads {
-            let index = st.threads;
-            let started = std::thread::Builder::new()
-                .name(format!("{}-{index}", self.name))
-                .spawn(move || self.work());
-            match started {
-                Ok(_) => st.threads += 1,
-                Err(_) if st.threads == 0 => {
-                    st.jobs.pop_back();
-                    return false;
-                }
-                Err(_) => {} // the running threads will get to it
-            }
+        if !self.start_if_room(&mut st) && st.threads == 0 {
+            st.jobs.pop_back();
+            return false;
         }
         true
     }
 
-    fn work(&self) {
+    /// Threads that count towards the bound: all of them, less those stuck in a job.
+    fn counted(&self, st: &PoolState) -> usize {
+        match self.stuck_after {
+            None => st.threads,
+            Some(d) => st.threads - st.busy.values().filter(|t| t.elapsed() >= d).count(),
+        }
+    }
+
+    /// Start a thread if the bound allows; whether one was started.
+    fn start_if_room(&'static self, st: &mut PoolState) -> bool {
+        if self.counted(st) >= self.max_threads {
+            return false;
+        }
+        let index = st.next_index;
+        let started = std::thread::Builder::new()
+            .name(format!("{}-{index}", self.name))
+            .spawn(move || self.work(index));
+        if started.is_err() {
+            return false; // the running threads will get to it
+        }
+        st.next_index += 1;
+        st.threads += 1;
+        true
+    }
+
+    /// Give queued jobs a thread when the ones they wait for are stuck (a pool made with
+    /// [`Pool::replacing_stuck`]; called periodically by its user, since nothing else happens
+    /// while every thread is stuck).
+    pub fn replace_stuck(&'static self) {
+        let mut st = lock(&self.state);
+        while st.jobs.len() > st.idle && self.start_if_room(&mut st) {}
+    }
+
+    fn work(&self, index: usize) {
         (self.on_start)();
         let mut st = lock(&self.state);
         loop {
             if let Some(job) = st.jobs.pop_front() {
+                st.busy.insert(index, Instant::now());
                 drop(st);
                 // A job settles its own call on a panic; the thread must survive it regardless.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 st = lock(&self.state);
+                st.busy.remove(&index);
+                // A thread started beside stuck ones ends once there is nothing left to do.
+                if st.threads > self.max_threads && st.jobs.is_empty() {
+                    st.threads -= 1;
+                    return;
+                }
             } else {
                 st.idle += 1;
                 st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -244,6 +291,43 @@ mod tests {
         for (pos, i) in got.iter().enumerate() {
             assert!((*i - pos as i32).abs() <= 1, "{got:?}");
         }
+    }
+
+    /// Jobs queued behind stuck ones get threads of their own; the extra threads end once idle.
+    #[test]
+    fn stuck_jobs_do_not_hold_up_the_others() {
+        static POOL: std::sync::LazyLock<Pool> = std::sync::LazyLock::new(|| {
+            Pool::new(2, "test-stuck", || {}).replacing_stuck(Duration::from_millis(50))
+        });
+        let (release, stuck) = mpsc::channel::<()>();
+        let stuck = std::sync::Arc::new(Mutex::new(stuck));
+        for _ in 0..4 {
+            let stuck = stuck.clone();
+            assert!(POOL.spawn(Box::new(move || {
+                let _ = stuck.lock().unwrap().recv_timeout(Duration::from_secs(10));
+            })));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let (tx, rx) = mpsc::channel();
+        POOL.spawn(Box::new(move || tx.send(()).unwrap()));
+        // The two threads are stuck (one in recv, one waiting for the receiver's lock); the
+        // periodic look gives the queued jobs threads.
+        let started = Instant::now();
+        loop {
+            POOL.replace_stuck();
+            if rx.recv_timeout(Duration::from_millis(60)).is_ok() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the healthy job never ran"
+            );
+        }
+        for _ in 0..4 {
+            release.send(()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(lock(&POOL.state).threads, 2, "back to the bound once idle");
     }
 
     #[test]

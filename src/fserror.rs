@@ -23,6 +23,9 @@ pub enum FsError {
     Cancelled,
     /// A failure of pi-native itself (e.g. a helper thread that could not start).
     Internal(String),
+    /// A network file system's client kept answering for `path` with an object its folder no
+    /// longer names, past the bound a read waits for them to agree (store::coherent_read).
+    Incoherent { path: String },
 }
 
 impl FsError {
@@ -51,6 +54,7 @@ impl FsError {
             FsError::Compromised { .. } => "ECOMPROMISED",
             FsError::Cancelled => "ABORT_ERR",
             FsError::Internal(_) => "ERR_PI_NATIVE_INTERNAL",
+            FsError::Incoherent { .. } => "ERR_PI_NATIVE_INCOHERENT",
         }
     }
 
@@ -84,6 +88,13 @@ impl fmt::Display for FsError {
                 f.write_str("The operation was aborted: its JavaScript environment was torn down")
             }
             FsError::Internal(msg) => f.write_str(msg),
+            FsError::Incoherent { path } => write!(
+                f,
+                "pi-native: the file system's client keeps leading '{path}' to an object its \
+                 folder no longer names (an entry cache that outlives the wait); mount it \
+                 without one: FUSE -o entry_timeout=0, JuiceFS --entry-cache 0, GlusterFS \
+                 -o entry-timeout=0 with performance.md-cache-timeout 0"
+            ),
         }
     }
 }

@@ -17,7 +17,8 @@ pub struct Failure {
     pub syscall: Option<String>,
     pub path: Option<String>,
     pub dest: Option<String>,
-    /// `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL` (non file-system failures).
+    /// `ELOCKED`, `ECOMPROMISED`, `ABORT_ERR`, `ERR_PI_NATIVE_INTERNAL`,
+    /// `ERR_PI_NATIVE_INCOHERENT` (non file-system failures).
     pub code: Option<String>,
     /// The resolved target of a lock failure.
     pub file: Option<String>,
@@ -55,6 +56,11 @@ impl From<&FsError> for Failure {
             }
             FsError::Cancelled | FsError::Internal(_) => {
                 f.code = Some(e.code().to_string());
+                f.message = Some(e.to_string());
+            }
+            FsError::Incoherent { path } => {
+                f.code = Some(e.code().to_string());
+                f.path = Some(path.clone());
                 f.message = Some(e.to_string());
             }
         }

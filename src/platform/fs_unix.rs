@@ -58,35 +58,79 @@ pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
     #[cfg(target_os = "linux")]
     {
         let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
-        // SAFETY: statx is plain old data; all-zero is a valid value for it.
-        let mut x: libc::statx = unsafe { std::mem::zeroed() };
-        // The raw syscall: glibc's statx() wrapper is 2.28+ (musl's 1.2.5+), above the binaries'
-        // 2.17 floor. Without the syscall (kernel < 4.11, a seccomp filter) a plain stat, as
-        // glibc's wrapper would emulate it.
-        // SAFETY: c is a valid NUL-terminated path and x writable for the call.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_statx,
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                libc::AT_STATX_FORCE_SYNC,
-                libc::STATX_BASIC_STATS,
-                &mut x as *mut libc::statx,
-            )
+        let x = match statx_force_sync(libc::AT_FDCWD, &c, 0) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => return stamp_of(path),
+            r => r?,
         };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::ENOSYS) {
-                return stamp_of(path);
-            }
-            return Err(err);
-        }
         let dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
         let mtime = x.stx_mtime.tv_sec as i128 * 1_000_000_000 + x.stx_mtime.tv_nsec as i128;
         Ok((dev, x.stx_ino, mtime))
     }
     #[cfg(not(target_os = "linux"))]
     stamp_of(path)
+}
+
+pub use super::Facts;
+
+/// The facts of an open file, asked of the file server where the file system caches
+/// attributes (Linux: `statx(fd, AT_EMPTY_PATH | AT_STATX_FORCE_SYNC)`: a FUSE or NFS client
+/// then asks its server for the size instead of answering from its attribute cache; sshfs
+/// refreshed its own cache at the `open` just made). Elsewhere `fstat`.
+pub fn fresh_facts(f: &File) -> std::io::Result<Facts> {
+    #[cfg(target_os = "linux")]
+    {
+        let x = match statx_force_sync(f.as_raw_fd(), c"", libc::AT_EMPTY_PATH) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => return facts_of(f),
+            r => r?,
+        };
+        Ok(Facts {
+            ino: x.stx_ino,
+            size: x.stx_size,
+            is_file: u32::from(x.stx_mode) & libc::S_IFMT == libc::S_IFREG,
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    facts_of(f)
+}
+
+/// `fstat`'s facts of an open file.
+fn facts_of(f: &File) -> std::io::Result<Facts> {
+    let m = f.metadata()?;
+    Ok(Facts {
+        ino: m.ino(),
+        size: m.len(),
+        is_file: m.file_type().is_file(),
+    })
+}
+
+/// `statx(dirfd, path, flags | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS)` as the raw syscall:
+/// glibc's statx() wrapper is 2.28+ (musl's 1.2.5+), above the binaries' 2.17 floor. ENOSYS
+/// (kernel < 4.11, a seccomp filter) is the caller's to answer with a plain stat, as glibc's
+/// wrapper would.
+#[cfg(target_os = "linux")]
+fn statx_force_sync(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<libc::statx> {
+    // SAFETY: statx is plain old data; all-zero is a valid value for it.
+    let mut x: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: path is a valid NUL-terminated string, dirfd a descriptor or AT_FDCWD, and x is
+    // writable for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            dirfd,
+            path.as_ptr(),
+            flags | libc::AT_STATX_FORCE_SYNC,
+            libc::STATX_BASIC_STATS,
+            &mut x as *mut libc::statx,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(x)
 }
 
 /// Set the access and modification times of the directory at `path` to `to` (None: now), only

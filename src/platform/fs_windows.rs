@@ -113,7 +113,17 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     sec as i128 * 1_000_000_000 + nsec as i128
 }
 
-pub use super::{Stamp, Touched};
+pub use super::{Facts, Stamp, Touched};
+
+/// The facts of an open file (Windows clients of a share ask the server at open).
+pub fn fresh_facts(f: &File) -> std::io::Result<Facts> {
+    let m = f.metadata()?;
+    Ok(Facts {
+        ino: 0,
+        size: m.len(),
+        is_file: m.file_type().is_file(),
+    })
+}
 
 /// Open a directory (or file) for its attributes, without following a final reparse point,
 /// sharing read, write and delete (std's default) so a taker's removal is never refused.

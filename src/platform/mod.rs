@@ -16,6 +16,15 @@ pub mod fs;
 /// on Windows (volume serial number, file index, last-write time in nanoseconds since the epoch).
 pub type Stamp = (u64, u64, i128);
 
+/// What a file is, as `fs::fresh_facts` learned it from the file server.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts {
+    /// Inode (file index on Windows; 0 where unknown).
+    pub ino: u64,
+    pub size: u64,
+    pub is_file: bool,
+}
+
 /// What `fs::touch_dir_if` did.
 #[derive(Debug)]
 pub enum Touched {
@@ -50,6 +59,7 @@ pub fn read_sized(
     Ok(bytes)
 }
 
+pub mod clock;
 pub mod fs_kind;
 
 #[cfg(target_os = "linux")]

@@ -5,8 +5,46 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 
+use super::transient::{self, Op};
 use crate::fserror::FsError;
 use crate::platform;
+
+/// Whether the nearest existing folder at or above `dir` is on a network or FUSE file system
+/// (error paths only).
+fn remote_at(dir: &str) -> bool {
+    let mut p = std::path::Path::new(dir);
+    loop {
+        if p.is_dir() {
+            return platform::fs_kind::is_remote_folder(p);
+        }
+        match p.parent() {
+            Some(up) if !up.as_os_str().is_empty() => p = up,
+            _ => return false,
+        }
+    }
+}
+
+/// `fs.mkdirSync(dir, { recursive: true })` with Node's errors, also on a network file system
+/// that refuses for a moment: when the walk fails but `dir` is a directory by then (SMB answers
+/// EIO for a folder another client just made), it succeeded, as Node's own walk would have
+/// found on a local disk; a transient error (`ESTALE`; EIO, EBUSY on a network file system) is
+/// tried again (bounded).
+pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
+    let mut backoff = transient::Backoff::new();
+    loop {
+        let e = match mkdir_p_walk(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+            return Ok(());
+        }
+        let maybe_transient = e.is("ESTALE") || (e.is("EIO") || e.is("EBUSY")) && remote_at(dir);
+        if !maybe_transient || !backoff.wait() {
+            return Err(e);
+        }
+    }
+}
 
 /// Node's `path.dirname` of the host platform (SPEC G6).
 pub fn dirname(p: &str) -> String {
@@ -16,7 +54,7 @@ pub fn dirname(p: &str) -> String {
 /// `fs.mkdirSync(dir, { recursive: true })` on Windows: std's recursive create (the exact
 /// error walk below is POSIX errno-based).
 #[cfg(not(unix))]
-pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
+fn mkdir_p_walk(dir: &str) -> Result<(), FsError> {
     if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Ok(());
     }
@@ -27,7 +65,7 @@ pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
 /// `fs.mkdirSync(dir, { recursive: true })`, with Node's errors: Node walks up on ENOENT and
 /// back down, reports every failure against `dir` itself, and turns "a path component is a
 /// file" into ENOTDIR (EEXIST only when `dir` itself is a non-directory).
-pub fn mkdir_p(dir: &str) -> Result<(), FsError> {
+fn mkdir_p_walk(dir: &str) -> Result<(), FsError> {
     // The common case (it exists) costs one stat.
     if std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Ok(());
@@ -149,10 +187,26 @@ fn write_and_rename(
         f.sync_all().map_err(|e| FsError::io(&e, "fsync", tmp))?;
     }
     drop(f);
-    publish(&|| {
-        platform::fs::rename_replace(tmp, file)
-            .map_err(|e| FsError::io(&e, "rename", tmp).with_dest(file))
-    })?;
+    // On a network file system the rename over an entry another client has open may be refused
+    // for a moment (SMB: EBUSY, EEXIST, EACCES): tried again, each time through `publish` (the
+    // lock's fence, which checks the lock is still ours).
+    let mut backoff = transient::Backoff::new();
+    let remote = std::cell::OnceCell::new();
+    loop {
+        let again = std::cell::Cell::new(false);
+        let r = publish(&|| {
+            platform::fs::rename_replace(tmp, file).map_err(|e| {
+                let remote = *remote.get_or_init(|| remote_at(&dirname(file)));
+                again.set(transient::is_transient(&e, Op::Rename, remote));
+                FsError::io(&e, "rename", tmp).with_dest(file)
+            })
+        });
+        match r {
+            Ok(()) => break,
+            Err(_) if again.get() && backoff.wait() => {}
+            Err(e) => return Err(e),
+        }
+    }
     if durable {
         let dir = dirname(file);
         if let Ok(d) = std::fs::File::open(&dir) {

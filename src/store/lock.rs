@@ -18,20 +18,26 @@
 //! that went longer than the stale threshold without a successful refresh counts its lock as
 //! lost (ECOMPROMISED) instead of trusting a cache. COMPATIBILITY.md, "Shared agentDir across
 //! machines", says what is and is not exclusive there.
+//!
+//! The refreshes are made by [`super::lock_refresh`]; on every file system a holder whose last
+//! successful refresh is older than the stale threshold (by the clock that counts suspended
+//! time, [`BootInstant`]) counts its lock as lost, since from then on another process may
+//! judge it stale. Transient errors of network file systems are retried
+//! ([`super::transient`]).
 
 use std::collections::HashSet;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::transient::{self, Op};
 use crate::fserror::FsError;
 use crate::nodepath;
 use crate::platform;
+use crate::platform::clock::BootInstant;
 
 /// proper-lockfile floors staleness at 2000 ms; the store's effective threshold is exactly that.
 pub const MIN_STALE_MS: u64 = 2000;
-/// Refresh period while held (L4: stale / 2, clamped to at least 1000 ms).
-const UPDATE_MS: u64 = 1000;
 /// The default bound for client attribute caches on network and FUSE file systems: NFS caches
 /// directory attributes for up to 60 s (`acdirmax`), sshfs for 20 s, SMB clients for 1–10 s.
 pub const DEFAULT_ATTRIBUTE_CACHE_MS: u64 = 60_000;
@@ -151,45 +157,87 @@ type DirId = platform::fs::Stamp;
 
 /// Where one acquisition stands with its lock directory.
 #[derive(Debug, Clone, Copy)]
-enum Hold {
+pub(super) enum Hold {
     /// Queued or attempting: nothing on disk is ours yet.
     Acquiring,
-    /// Ours: the directory as this process last set it, and when that set began.
-    Held { id: DirId, refreshed: Instant },
-    /// Not ours any more (taken over, removed), or possibly not (network rule: no successful
-    /// refresh within the stale threshold). Nothing on disk is touched again.
+    /// Ours: the directory as this process last set it, and when that set began (by the clock
+    /// that counts suspended time: from `refreshed` + the stale threshold on, another process
+    /// may judge it stale).
+    Held { id: DirId, refreshed: BootInstant },
+    /// Not ours any more (taken over, removed), or possibly not (no successful refresh within
+    /// the stale threshold). Nothing on disk is touched again.
     Lost,
     /// Given back, or never taken.
     Released,
 }
 
 /// What this process knows of one lock directory it holds. Behind its own mutex so that a
-/// refresh, a fenced commit and the release never race each other's file-system calls, and
-/// never hold the table's mutex while they make them.
+/// fenced commit and the release never race each other's file-system calls, and never hold the
+/// table's mutex while they make them. A refresh takes it only to read and to record, never
+/// across its own file-system calls ([`super::lock_refresh`]): a refresh stuck in the file
+/// system holds up nobody.
 #[derive(Debug)]
-struct Disk {
-    hold: Hold,
-    /// The lock's stale threshold (a refresh that keeps failing for longer loses it, L5).
-    stale: Duration,
-    /// Under the network rule: whether the file system keeps whole seconds (then mtimes are
-    /// set rounded up, as proper-lockfile does, L2/L5). None under the local rule.
-    network: Option<bool>,
-    /// A refresh of this lock is queued or running ([`refresh_loop`]).
-    refreshing: bool,
+pub(super) struct Disk {
+    pub(super) hold: Hold,
+    /// The lock's stale threshold (a holder that goes longer without a successful refresh
+    /// counts its lock as lost, L5).
+    pub(super) stale: Duration,
+    /// Whether the network staleness rule applies (judged by observation, not by mtimes).
+    pub(super) network: bool,
+    /// Whether the folder keeps whole seconds only: then mtimes are set rounded up, as
+    /// proper-lockfile does (L2/L5), so that a fresh lock never looks older than it is.
+    pub(super) whole_seconds: bool,
+    /// Whether the folder is on a network or FUSE file system (`platform::fs_kind`): a CAS then
+    /// reads the entry through [`super::coherent_read`].
+    pub(super) remote: bool,
+    /// A refresh of this lock is queued or running.
+    pub(super) refreshing: bool,
+    /// A refresh is between its check and its record: its touch may have landed already, so
+    /// the directory may carry a newer mtime than `hold` says.
+    pub(super) touching: bool,
+}
+
+/// A [`Disk`] and the condition its waiters wait on (a refresh's record, see `touching`).
+#[derive(Debug)]
+pub(super) struct DiskCell {
+    pub(super) disk: Mutex<Disk>,
+    pub(super) recorded: Condvar,
+}
+
+impl Disk {
+    /// The instant from which another process may judge this lock stale, while held.
+    pub(super) fn deadline(&self) -> Option<BootInstant> {
+        match self.hold {
+            Hold::Held { refreshed, .. } => Some(refreshed + self.stale),
+            _ => None,
+        }
+    }
+
+    /// Marks the lock lost once its deadline has passed; whether it is still held.
+    pub(super) fn check_deadline(&mut self) -> bool {
+        match self.deadline() {
+            Some(d) if BootInstant::now() > d => {
+                self.hold = Hold::Lost;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
 }
 
 #[derive(Debug)]
-struct Held {
+pub(super) struct Held {
     kind: HolderKind,
     owner: u64,
-    disk: Arc<Mutex<Disk>>,
+    pub(super) disk: Arc<DiskCell>,
 }
 
 /// In-process state: locks held by this process, the FIFO of operations waiting for each, and
 /// the JS environments already torn down (their waits end, their operations never commit).
 #[derive(Default)]
-struct State {
-    held: HashMap<String, Held>,
+pub(super) struct State {
+    pub(super) held: HashMap<String, Held>,
     queues: HashMap<String, VecDeque<u64>>,
     next_ticket: u64,
     torn_down: HashSet<u64>,
@@ -360,12 +408,12 @@ fn sleep_until_released(
     st
 }
 
-fn lock_state() -> std::sync::MutexGuard<'static, State> {
+pub(super) fn lock_state() -> std::sync::MutexGuard<'static, State> {
     table().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn lock_disk(d: &Mutex<Disk>) -> std::sync::MutexGuard<'_, Disk> {
-    d.lock().unwrap_or_else(|e| e.into_inner())
+pub(super) fn lock_disk(d: &DiskCell) -> std::sync::MutexGuard<'_, Disk> {
+    d.disk.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl State {
@@ -444,7 +492,7 @@ pub struct LockGuard {
     lock_path: String,
     file: String,
     owner: u64,
-    disk: Arc<Mutex<Disk>>,
+    disk: Arc<DiskCell>,
     released: bool,
     /// Taken by a synchronous call: its JS thread is the caller, so it never waits for it.
     sync: bool,
@@ -464,16 +512,22 @@ impl LockGuard {
     /// fails with ECOMPROMISED and `publish` does not run.
     pub fn fenced<T>(&self, publish: impl FnOnce() -> Result<T, FsError>) -> Result<T, FsError> {
         test_stop_before_commit();
-        let mut disk = lock_disk(&self.disk);
+        let disk = lock_disk(&self.disk);
         if is_torn_down(self.owner) {
             return Err(FsError::Cancelled);
         }
-        if !still_ours(&self.lock_path, &mut disk) {
+        let (ours, _disk) = still_ours(&self.lock_path, &self.disk, disk);
+        if !ours {
             return Err(FsError::Compromised {
                 file: self.file.clone(),
             });
         }
         publish()
+    }
+
+    /// Whether the lock's folder is on a network or FUSE file system (`platform::fs_kind`).
+    pub fn remote(&self) -> bool {
+        lock_disk(&self.disk).remote
     }
 
     /// Mark an asynchronous hold as waiting for the JS thread (a CAS suspended until JS judges
@@ -515,13 +569,14 @@ impl LockGuard {
         }
         self.released = true;
         let result = {
-            let mut disk = lock_disk(&self.disk);
+            let disk = lock_disk(&self.disk);
             // Removed only once verified ours (device, inode and the mtime we set). What stays
             // unfenced is the moment between that `stat` and the `rmdir`: another writer could
             // take the lock over in it only after judging it stale, i.e. if this thread stalled
             // there for longer than a refresh period (1 s) plus the time left to the threshold.
-            if still_ours(&self.lock_path, &mut disk) {
-                let _ = std::fs::remove_dir(&self.lock_path);
+            let (ours, mut disk) = still_ours(&self.lock_path, &self.disk, disk);
+            if ours {
+                remove_lock_dir(&self.lock_path, disk.remote);
             }
             let lost = matches!(disk.hold, Hold::Lost);
             // The refresher never touches a path once it is released.
@@ -570,25 +625,70 @@ fn test_stop_before_commit() {
     let _ = on;
 }
 
-/// Whether the lock directory is still the one recorded in `disk`; marks it lost if not.
-/// Under the network rule also lost after a stale threshold without a successful refresh:
-/// a taker elsewhere may have judged it stale, and this client's own `stat` may answer from a
-/// cache that has not seen the takeover.
-fn still_ours(lock_path: &str, disk: &mut Disk) -> bool {
-    let Hold::Held { id, refreshed } = disk.hold else {
-        return false;
-    };
-    let ours = match disk.network {
-        None => platform::fs::stamp_of(lock_path).is_ok_and(|s| s == id),
-        Some(_) => {
-            refreshed.elapsed() <= disk.stale
-                && platform::fs::stamp_fresh(lock_path).is_ok_and(|s| s == id)
+/// Whether the lock directory is still the one recorded in `disk` (the guard of `cell`);
+/// marks it lost if not. Lost also once the deadline has passed (no successful refresh within
+/// the stale threshold): from then on another process may judge it stale, and on a network
+/// file system this client's own `stat` may answer from a cache that has not seen a takeover.
+/// Checked before any file-system call, so a lock whose refresh is stuck is given up without
+/// waiting for the file system. While a refresh is between its check and its record, its
+/// touch may already have landed: a directory that differs only then is waited for (until the
+/// deadline) rather than taken for a foreign one. Returns the guard it was handed.
+fn still_ours<'a>(
+    lock_path: &str,
+    cell: &'a DiskCell,
+    mut disk: std::sync::MutexGuard<'a, Disk>,
+) -> (bool, std::sync::MutexGuard<'a, Disk>) {
+    loop {
+        let Hold::Held { id, .. } = disk.hold else {
+            return (false, disk);
+        };
+        if !disk.check_deadline() {
+            return (false, disk);
         }
-    };
-    if !ours {
-        disk.hold = Hold::Lost;
+        let (remote, network) = (disk.remote, disk.network);
+        let found = transient::retry(
+            Op::Read,
+            || remote,
+            || {
+                if network {
+                    platform::fs::stamp_fresh(lock_path)
+                } else {
+                    platform::fs::stamp_of(lock_path)
+                }
+            },
+        );
+        match found {
+            Ok(s) if s == id => return (true, disk),
+            _ if disk.touching => {
+                let wait = disk
+                    .deadline()
+                    .map_or(Duration::ZERO, |d| d.duration_since(BootInstant::now()));
+                disk = cell
+                    .recorded
+                    .wait_timeout(disk, wait.max(Duration::from_millis(1)))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            _ => {
+                disk.hold = Hold::Lost;
+                return (false, disk);
+            }
+        }
     }
-    ours
+}
+
+/// Remove a lock directory known to be ours (a release); on a network file system a transient
+/// refusal (a client that still has it open) is tried again, so that it does not stay behind
+/// for others to wait out.
+fn remove_lock_dir(lock_path: &str, remote: bool) {
+    let _ = transient::retry(
+        Op::Dir,
+        || remote,
+        || match std::fs::remove_dir(lock_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        },
+    );
 }
 
 /// L1: the lock directory for a target and the resolved target. With `realpath` on, the
@@ -606,31 +706,63 @@ fn now_ms() -> u128 {
         .unwrap_or(0)
 }
 
-/// Whether the lock directory `lock_path`, found on device `dev`, follows the network rule.
-fn network_rule(lock_path: &str, dev: u64, opts: &LockOptions) -> bool {
+/// Whether the folder of the lock directory `lock_path`, found on device `dev`, is on a
+/// network or FUSE file system (cached per folder).
+fn folder_remote(lock_path: &str, dev: u64) -> bool {
+    std::path::Path::new(lock_path)
+        .parent()
+        .is_some_and(|dir| platform::fs_kind::is_remote(dir, dev))
+}
+
+/// Whether a lock in a folder that is (or is not) `remote` follows the network rule.
+fn network_rule(remote: bool, opts: &LockOptions) -> bool {
     match opts.fs {
         FsRule::Local => false,
         FsRule::Network => true,
-        FsRule::Auto => std::path::Path::new(lock_path)
-            .parent()
-            .is_some_and(|dir| platform::fs_kind::is_remote(dir, dev)),
+        FsRule::Auto => remote,
     }
 }
 
-/// One acquisition attempt on disk (L2–L3). On success, the directory as made and whether it
-/// follows the network rule (Some(whole seconds)).
-fn attempt_on_disk(
-    lock_path: &str,
-    file: &str,
-    opts: &LockOptions,
-) -> Result<(DirId, Option<bool>), FsError> {
+/// The folder of `lock_path` is remote, by a look that needs no `stat` of ours (error paths).
+fn folder_remote_now(lock_path: &str) -> bool {
+    std::path::Path::new(lock_path)
+        .parent()
+        .is_some_and(platform::fs_kind::is_remote_folder)
+}
+
+/// The stamp of a lock directory; `ESTALE` (and, on a network file system, EIO) tried again.
+fn stamp_retried(lock_path: &str, fresh: bool) -> std::io::Result<DirId> {
+    transient::retry(
+        Op::Read,
+        || folder_remote_now(lock_path),
+        || {
+            if fresh {
+                platform::fs::stamp_fresh(lock_path)
+            } else {
+                platform::fs::stamp_of(lock_path)
+            }
+        },
+    )
+}
+
+/// A lock directory just made: what it is, and the rules it follows.
+#[derive(Debug, Clone, Copy)]
+struct Made {
+    id: DirId,
+    network: bool,
+    whole_seconds: bool,
+    remote: bool,
+}
+
+/// One acquisition attempt on disk (L2–L3). On success, the directory as made.
+fn attempt_on_disk(lock_path: &str, file: &str, opts: &LockOptions) -> Result<Made, FsError> {
     match mkdir_and_stat(lock_path, opts) {
         Ok(made) => return Ok(made),
         Err(e) if !e.is("EEXIST") => return Err(e),
         Err(_) => {}
     }
     let released_meanwhile = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    let mut found = match platform::fs::stamp_of(lock_path) {
+    let mut found = match stamp_retried(lock_path, false) {
         Ok(s) => s,
         // Released meanwhile: one more mkdir, no staleness checks.
         Err(e) if released_meanwhile(&e) => {
@@ -638,9 +770,10 @@ fn attempt_on_disk(
         }
         Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
     };
-    let stale = if network_rule(lock_path, found.0, opts) {
+    let remote = matches!(opts.fs, FsRule::Auto) && folder_remote(lock_path, found.0);
+    let stale = if network_rule(remote, opts) {
         // The server's answer where the client can be made to ask for it.
-        found = match platform::fs::stamp_fresh(lock_path) {
+        found = match stamp_retried(lock_path, true) {
             Ok(s) => s,
             Err(e) if released_meanwhile(&e) => {
                 return mkdir_and_stat(lock_path, opts).map_err(|e| locked_if_exists(e, file));
@@ -657,7 +790,11 @@ fn attempt_on_disk(
         });
     }
     // Takeover: rmdir (ENOENT ignored), then exactly one more mkdir.
-    if let Err(e) = std::fs::remove_dir(lock_path) {
+    if let Err(e) = transient::retry(
+        Op::Dir,
+        || folder_remote_now(lock_path),
+        || std::fs::remove_dir(lock_path),
+    ) {
         if e.kind() != std::io::ErrorKind::NotFound {
             return Err(FsError::io(&e, "rmdir", lock_path));
         }
@@ -678,7 +815,7 @@ fn sightings() -> std::sync::MutexGuard<'static, HashMap<String, (DirId, Instant
 /// threshold of observation again, which only ever delays a takeover).
 const MAX_SIGHTINGS: usize = 4096;
 
-/// The network rule: stale once seen unchanged (device, inode, mtime) for longer than the
+/// The network rule: stale once seen unchanged (device, mtime) for longer than the
 /// stale threshold plus the attribute-cache bound, by this process's own clock, whatever the
 /// mtime says. A live holder rewrites its mtime every second, and a cached answer is at most
 /// the bound old, so a lock unchanged for that long has not been refreshed for longer than the
@@ -692,7 +829,11 @@ fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
     let since = {
         let mut seen = sightings();
         match seen.get(lock_path) {
-            Some(&(id, since)) if id == found => since,
+            // Device and mtime, not the inode: libfuse file systems that open by path (smbnetfs,
+            // sshfs) hand out a new inode number for the same directory once the kernel forgot
+            // it, which would restart the observation forever. A live holder rewrites its mtime
+            // every second, so an unchanged mtime is what says "not refreshed".
+            Some(&(id, since)) if (id.0, id.2) == (found.0, found.2) => since,
             _ => {
                 if seen.len() >= MAX_SIGHTINGS {
                     seen.clear();
@@ -716,7 +857,7 @@ fn locked_if_exists(e: FsError, file: &str) -> FsError {
 }
 
 /// `t` rounded up to a whole second (proper-lockfile's mtime on `s`-precision file systems).
-fn ceil_second(t: SystemTime) -> SystemTime {
+pub(super) fn ceil_second(t: SystemTime) -> SystemTime {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     match since.subsec_nanos() {
         0 => t,
@@ -724,8 +865,9 @@ fn ceil_second(t: SystemTime) -> SystemTime {
     }
 }
 
-/// Whether the file system of each folder keeps whole seconds only (network rule), as the
-/// precision probe found it.
+/// Folders whose file system was found to keep whole seconds only (or not), by the precision
+/// probe. At most [`MAX_PRECISIONS`] folders; past that the memory starts over (a folder is then
+/// probed again, one `utimensat` and one `stat` more).
 fn whole_seconds() -> std::sync::MutexGuard<'static, HashMap<String, bool>> {
     static W: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
     W.get_or_init(Default::default)
@@ -733,19 +875,80 @@ fn whole_seconds() -> std::sync::MutexGuard<'static, HashMap<String, bool>> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// L2: make the lock directory, then read back what it is. Under the network rule, also
-/// proper-lockfile's precision probe, once per folder: set the mtime to the next whole second
-/// plus 5 ms and read it back from the server; on a file system that kept whole seconds only
-/// (SFTP carries no more), every later mtime of ours there is set rounded up to a whole second.
-fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<(DirId, Option<bool>), FsError> {
-    std::fs::create_dir(lock_path).map_err(|e| FsError::io(&e, "mkdir", lock_path))?;
+const MAX_PRECISIONS: usize = 1024;
+
+fn remember_precision(folder: String, whole: bool) {
+    let mut w = whole_seconds();
+    if w.len() >= MAX_PRECISIONS {
+        w.clear();
+    }
+    w.insert(folder, whole);
+}
+
+/// `mkdir` of a lock directory. On a network file system a refusal other than EEXIST may be
+/// transient: SMB answers EIO for a directory another client is removing, or one that is
+/// there. So the directory is looked at: there (or there again) is contention (EEXIST, judged
+/// by the stale rule as any held lock); not there is a transient refusal, tried again.
+fn make_lock_dir(lock_path: &str) -> Result<(), FsError> {
+    let mut backoff = transient::Backoff::new();
+    loop {
+        let e = match std::fs::create_dir(lock_path) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let exists = std::io::Error::from_raw_os_error(eexist());
+        if e.kind() == std::io::ErrorKind::AlreadyExists
+            || !transient::is_transient(&e, Op::Dir, true)
+            || !folder_remote_now(lock_path)
+        {
+            return Err(FsError::io(&e, "mkdir", lock_path));
+        }
+        if std::fs::symlink_metadata(lock_path).is_ok_and(|m| m.is_dir()) {
+            return Err(FsError::io(&exists, "mkdir", lock_path));
+        }
+        if !backoff.wait() {
+            return Err(FsError::io(&e, "mkdir", lock_path));
+        }
+    }
+}
+
+fn eexist() -> i32 {
+    #[cfg(unix)]
+    {
+        libc::EEXIST
+    }
+    #[cfg(windows)]
+    {
+        183 // ERROR_ALREADY_EXISTS
+    }
+}
+
+/// L2: make the lock directory, then read back what it is, and learn the rules it follows.
+/// Proper-lockfile's precision probe where it matters: under the network rule once per folder
+/// (set the mtime to the next whole second plus 5 ms and read it back from the server: SFTP
+/// and SMB carry whole seconds only), and under the local rule only where the new directory's
+/// mtime has no sub-second part at all (1 s granularity file systems; elsewhere that happens
+/// once in a few hundred `mkdir`s, and costs one probe). On a whole-second file system the
+/// lock's mtime is set to the next whole second at once and at every refresh, as
+/// proper-lockfile rounds (L2/L5): truncated, a fresh lock would look up to a second older than
+/// it is, and be judged stale that much too soon.
+fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<Made, FsError> {
+    make_lock_dir(lock_path)?;
     let failed = |e: std::io::Error, syscall: &'static str| {
-        let _ = std::fs::remove_dir(lock_path);
+        remove_lock_dir(lock_path, true);
         FsError::io(&e, syscall, lock_path)
     };
-    let id = platform::fs::stamp_of(lock_path).map_err(|e| failed(e, "stat"))?;
-    if !network_rule(lock_path, id.0, opts) {
-        return Ok((id, None));
+    let id = stamp_retried(lock_path, false).map_err(|e| failed(e, "stat"))?;
+    let remote = folder_remote(lock_path, id.0);
+    let network = network_rule(remote, opts);
+    let sub_second = id.2.rem_euclid(1_000_000_000) != 0;
+    if !network && sub_second {
+        return Ok(Made {
+            id,
+            network,
+            whole_seconds: false,
+            remote,
+        });
     }
     let folder = std::path::Path::new(lock_path)
         .parent()
@@ -757,16 +960,27 @@ fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<(DirId, Option<
         Some(true) => Some(ceil_second(now)),
         None => Some(ceil_second(now) + Duration::from_millis(5)),
     };
-    if let Some(t) = set {
-        platform::fs::set_times(lock_path, t).map_err(|e| failed(e, "utime"))?;
-    }
-    let id = platform::fs::stamp_fresh(lock_path).map_err(|e| failed(e, "stat"))?;
+    let Some(t) = set else {
+        return Ok(Made {
+            id,
+            network,
+            whole_seconds: false,
+            remote,
+        });
+    };
+    platform::fs::set_times(lock_path, t).map_err(|e| failed(e, "utime"))?;
+    let id = stamp_retried(lock_path, network).map_err(|e| failed(e, "stat"))?;
     let whole = known.unwrap_or_else(|| {
         let whole = id.2.rem_euclid(1_000_000_000) / 1_000_000 == 0;
-        whole_seconds().insert(folder, whole);
+        remember_precision(folder, whole);
         whole
     });
-    Ok((id, Some(whole)))
+    Ok(Made {
+        id,
+        network,
+        whole_seconds: whole,
+        remote,
+    })
 }
 
 /// How long a synchronous acquisition may wait for this process's own native holder (W-B6).
@@ -780,7 +994,7 @@ const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 /// which is what excludes other processes. Every wait ends early when the caller's JS
 /// environment is torn down ([`FsError::Cancelled`]).
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
-    if let Err(why) = ensure_refresher() {
+    if let Err(why) = super::lock_refresh::ensure_running() {
         return Err(FsError::Internal(format!(
             "pi-native: the lock refresh thread could not start ({why})"
         )));
@@ -808,18 +1022,20 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
             break Err(None); // answered below: nothing made on disk after the end
         }
         let seen = removals(&guard.lock_path);
-        let attempted = Instant::now();
+        let attempted = BootInstant::now();
         match attempt_on_disk(&guard.lock_path, &guard.file, &opts) {
-            Ok((id, network)) => {
-                if network.is_some() {
+            Ok(made) => {
+                if made.network {
                     sightings().remove(&guard.lock_path);
                 }
                 let mut disk = lock_disk(&guard.disk);
                 disk.hold = Hold::Held {
-                    id,
+                    id: made.id,
                     refreshed: attempted,
                 };
-                disk.network = network;
+                disk.network = made.network;
+                disk.whole_seconds = made.whole_seconds;
+                disk.remote = made.remote;
                 break Ok(());
             }
             Err(err) if !parent_checked && !err.is("ELOCKED") && !err.is("EEXIST") => {
@@ -919,7 +1135,7 @@ fn take_turn(
     file: &str,
     opts: LockOptions,
     budget: Duration,
-) -> Result<Arc<Mutex<Disk>>, FsError> {
+) -> Result<Arc<DiskCell>, FsError> {
     let mut st = lock_state();
     let start = Instant::now();
     // Looked at again after every wake-up: a holder that turns to wait for the JS thread
@@ -949,12 +1165,18 @@ fn take_turn(
                     st.queues.remove(lock_path);
                 }
             }
-            let disk = Arc::new(Mutex::new(Disk {
-                hold: Hold::Acquiring,
-                stale: Duration::from_millis(opts.stale_ms),
-                network: None,
-                refreshing: false,
-            }));
+            let disk = Arc::new(DiskCell {
+                disk: Mutex::new(Disk {
+                    hold: Hold::Acquiring,
+                    stale: Duration::from_millis(opts.stale_ms),
+                    network: false,
+                    whole_seconds: false,
+                    remote: false,
+                    refreshing: false,
+                    touching: false,
+                }),
+                recorded: Condvar::new(),
+            });
             st.held.insert(
                 lock_path.to_string(),
                 Held {
@@ -988,110 +1210,13 @@ fn take_turn(
     }
 }
 
-/// Make sure the refresh scheduler runs: started on first use, and started again if it ever
-/// ended (it cannot panic out of its loop, but a thread that could not be started once is tried
-/// again at the next acquisition instead of failing every later one).
-fn ensure_refresher() -> Result<(), String> {
-    static SCHEDULER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
-    let mut s = SCHEDULER.lock().unwrap_or_else(|e| e.into_inner());
-    if s.as_ref().is_some_and(|h| !h.is_finished()) {
-        return Ok(());
-    }
-    let h = std::thread::Builder::new()
-        .name("pi-native-lock-refresh".into())
-        .spawn(refresh_loop)
-        .map_err(|e| e.to_string())?;
-    *s = Some(h);
-    Ok(())
-}
-
-/// Threads that make the refreshes: a refresh that hangs in a slow file-system call (a network
-/// mount that stopped answering) holds up only the lock it is for.
-fn refresh_pool() -> &'static crate::background::Pool {
-    static POOL: OnceLock<crate::background::Pool> = OnceLock::new();
-    POOL.get_or_init(|| crate::background::Pool::new(4, "pi-native-lock-touch", || {}))
-}
-
-/// L5 / L10d: every held lock gets its mtime rewritten at least every second, each on its own
-/// schedule. This thread only looks: it never waits for a lock that is busy (a fenced commit
-/// or a release verifies it anyway), makes no file-system call itself, and hands each due
-/// refresh to [`refresh_pool`] unless one of that lock is still under way. The table's mutex
-/// is held only to list the locks.
-fn refresh_loop() {
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        let _ = std::panic::catch_unwind(schedule_refreshes);
-    }
-}
-
-fn schedule_refreshes() {
-    let held: Vec<(String, Arc<Mutex<Disk>>)> = lock_state()
-        .held
-        .iter()
-        .map(|(p, h)| (p.clone(), h.disk.clone()))
-        .collect();
-    for (path, disk) in held {
-        let mut d = match disk.try_lock() {
-            Ok(d) => d,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => continue,
-        };
-        let due = matches!(d.hold, Hold::Held { refreshed, .. }
-            if refreshed.elapsed() >= Duration::from_millis(UPDATE_MS - 250));
-        if !due || d.refreshing {
-            continue;
-        }
-        d.refreshing = true;
-        drop(d);
-        let job = {
-            let (path, disk) = (path.clone(), disk.clone());
-            move || refresh(&path, &disk)
-        };
-        if !refresh_pool().spawn(Box::new(job)) {
-            // No thread to hand it to: refresh here rather than not at all.
-            refresh(&path, &disk);
-        }
-    }
-}
-
-/// One refresh: rewrite the mtime of the lock directory if it is still the one recorded, through
-/// a handle of that very directory ([`platform::fs::touch_dir_if`]); otherwise, or after a stale
-/// threshold of failed attempts, the lock is lost (L5).
-fn refresh(lock_path: &str, disk: &Mutex<Disk>) {
-    let mut d = lock_disk(disk);
-    d.refreshing = false;
-    let Hold::Held { id, refreshed } = d.hold else {
-        return;
-    };
-    let started = Instant::now();
-    // Under the network rule a gap longer than the threshold may have let a taker in, whatever
-    // this client's cache says.
-    if d.network.is_some() && started.duration_since(refreshed) > d.stale {
-        d.hold = Hold::Lost;
-        return;
-    }
-    let to = (d.network == Some(true)).then(|| ceil_second(SystemTime::now()));
-    match platform::fs::touch_dir_if(lock_path, |s| s == id, to) {
-        platform::fs::Touched::Done(now) => {
-            d.hold = Hold::Held {
-                id: now,
-                refreshed: started,
-            }
-        }
-        platform::fs::Touched::NotOurs => d.hold = Hold::Lost,
-        // L5: a failing refresh is tried again until the threshold passes without success.
-        platform::fs::Touched::Failed(_) if refreshed.elapsed() > d.stale => d.hold = Hold::Lost,
-        platform::fs::Touched::Failed(_) => {}
-    }
-}
-
 /// The `exit` event of the JS environment `owner` (L8): locks held for JS callbacks that can
 /// no longer finish (a `withFileLock` cut short by `process.exit`, an async CAS suspended for
 /// its JS verdict) are removed, and an async CAS that suspends later gives its lock back at
 /// once ([`LockGuard::awaits_js`]). Operations are not cancelled: exit listeners that run
 /// later may still use the store synchronously.
 pub fn release_callback_locks(owner: u64) {
-    let mine: Vec<(String, Arc<Mutex<Disk>>)> = {
+    let mine: Vec<(String, Arc<DiskCell>)> = {
         let mut st = lock_state();
         if owner != 0 {
             st.exited.insert(owner);
@@ -1110,12 +1235,14 @@ pub fn release_callback_locks(owner: u64) {
     give_back(mine);
 }
 
-/// Remove lock directories that are still ours and forget them.
-fn give_back(locks: Vec<(String, Arc<Mutex<Disk>>)>) {
-    for (path, disk) in locks {
-        let mut d = lock_disk(&disk);
-        if still_ours(&path, &mut d) {
-            let _ = std::fs::remove_dir(&path);
+/// Remove lock directories that are still ours and forget them. A lock whose refresh is
+/// stuck past its deadline is given up without a file-system call (at exit too).
+fn give_back(locks: Vec<(String, Arc<DiskCell>)>) {
+    for (path, cell) in locks {
+        let d = lock_disk(&cell);
+        let (ours, mut d) = still_ours(&path, &cell, d);
+        if ours {
+            remove_lock_dir(&path, d.remote);
         }
         d.hold = Hold::Released;
     }
@@ -1139,7 +1266,7 @@ pub fn release_all(owner: u64) {
         }
         st = sleep_until_released(st, deadline - now);
     }
-    let mine: Vec<(String, Arc<Mutex<Disk>>)> = st
+    let mine: Vec<(String, Arc<DiskCell>)> = st
         .held
         .iter()
         .filter(|(_, h)| h.owner == owner)
@@ -1432,6 +1559,39 @@ mod tests {
         .unwrap();
     }
 
+    /// A holder that went longer than the stale threshold without a successful refresh
+    /// (paused, its refreshes failing or stuck) counts its lock as lost, under the local rule
+    /// (from then on its mtime is old enough for any process to take it over) as under the
+    /// network rule.
+    #[test]
+    fn local_holder_without_a_recent_refresh_is_compromised() {
+        let file = tmp("localholder");
+        let g = acquire(&file, LockOptions::store_sync()).unwrap();
+        assert!(!lock_disk(&g.disk).network);
+        {
+            let mut d = lock_disk(&g.disk);
+            if let Hold::Held { id, .. } = d.hold {
+                d.hold = Hold::Held {
+                    id,
+                    refreshed: BootInstant::now().earlier_by(Duration::from_millis(2100)),
+                };
+            }
+        }
+        assert_eq!(
+            g.fenced(|| Ok(())),
+            Err(FsError::Compromised { file: file.clone() })
+        );
+        assert_eq!(
+            g.release(),
+            Err(FsError::Compromised { file: file.clone() })
+        );
+        assert!(
+            std::path::Path::new(&format!("{file}.lock")).is_dir(),
+            "left alone"
+        );
+        std::fs::remove_dir(format!("{file}.lock")).unwrap();
+    }
+
     /// Under the network rule a holder that went longer than the stale threshold without a
     /// successful refresh (paused, or its refreshes failing) counts its lock as lost.
     #[test]
@@ -1439,14 +1599,15 @@ mod tests {
         let file = tmp("netholder");
         let g = acquire(&file, network(60_000)).unwrap();
         // The temp folder keeps nanoseconds: no rounding there.
-        assert_eq!(lock_disk(&g.disk).network, Some(false));
+        assert!(lock_disk(&g.disk).network);
+        assert!(!lock_disk(&g.disk).whole_seconds);
         assert_eq!(g.fenced(|| Ok(1)), Ok(1));
         {
             let mut d = lock_disk(&g.disk);
             if let Hold::Held { id, .. } = d.hold {
                 d.hold = Hold::Held {
                     id,
-                    refreshed: Instant::now() - Duration::from_millis(2500),
+                    refreshed: BootInstant::now().earlier_by(Duration::from_millis(2500)),
                 };
             }
         }
@@ -1478,7 +1639,10 @@ mod tests {
         assert!(after.2 > before.2, "b refreshed while a was busy");
         assert_eq!(gb.fenced(|| Ok(())), Ok(()));
         gb.release().unwrap();
-        ga.release().unwrap();
+        // a went the whole threshold without a refresh (its holder busy): from then on another
+        // process may judge it stale, so it is lost, and its directory is left alone.
+        assert_eq!(ga.release(), Err(FsError::Compromised { file: a.clone() }));
+        std::fs::remove_dir(format!("{a}.lock")).unwrap();
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //! object with V8's own `JSON.parse`, so keys, numbers and strings are exactly the original's.
 
 pub mod atomic_file;
+pub mod coherent_read;
 pub mod entry;
 pub mod lock;
+pub mod lock_refresh;
 pub mod lock_watch;
+pub mod transient;
 
 use std::io::Read;
 
@@ -31,12 +34,36 @@ pub fn entry_path(agent_dir: &str, id: &str) -> String {
 
 /// B3 + W-B9: the file's text, or None when it cannot be read as a regular file. Opened
 /// non-blocking and checked with fstat, so a FIFO or device named `*.json` cannot hang a read.
+/// On a network or FUSE file system the read is made again as the server has the file now
+/// ([`coherent_read`]): a client cache may lead the name to a replaced object, or cut the new
+/// one at an old size, and `readEntry` must not answer undefined for an entry that exists.
 pub fn read_text(path: &str) -> Option<String> {
     if path.contains('\0') {
         return None;
     }
-    let mut f = platform::fs::open_read_nonblocking(path).ok()?;
-    let meta = f.metadata().ok()?;
+    let mut f = match platform::fs::open_read_nonblocking(path) {
+        Ok(f) => f,
+        // ESTALE, or (GlusterFS) ENOENT for a name another client replaced: the coherent read
+        // finds what it leads to now.
+        Err(e)
+            if coherent_read::enabled()
+                && (transient::is_transient(&e, transient::Op::Read, false)
+                    || folder_is_remote(path)) =>
+        {
+            return read_coherent(path)
+        }
+        Err(_) => return None,
+    };
+    let meta = match f.metadata() {
+        Ok(m) => m,
+        Err(_) if coherent_read::enabled() && folder_is_remote(path) => return read_coherent(path),
+        Err(_) => return None,
+    };
+    #[cfg(unix)]
+    if coherent_read::enabled() && file_is_remote(path, &meta) {
+        drop(f);
+        return read_coherent(path);
+    }
     let ft = meta.file_type();
     if !ft.is_file() {
         return None;
@@ -50,6 +77,45 @@ pub fn read_text(path: &str) -> Option<String> {
         platform::read_sized(size, |buf, _| f.read(buf)).ok()?
     };
     Some(text_of(bytes))
+}
+
+/// Whether `path` (of which `meta` is an fstat) lies on a network or FUSE file system; one
+/// remembered answer per folder.
+#[cfg(unix)]
+fn file_is_remote(path: &str, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::path::Path::new(path)
+        .parent()
+        .is_some_and(|dir| platform::fs_kind::is_remote(dir, meta.dev()))
+}
+
+/// Whether `path`'s folder is on a network or FUSE file system, known without a `stat` of ours
+/// (error paths: a local folder already read or locked answers from memory).
+fn folder_is_remote(path: &str) -> bool {
+    std::path::Path::new(path)
+        .parent()
+        .is_some_and(platform::fs_kind::is_remote_folder)
+}
+
+/// [`coherent_read::read_current`] as B3 reads: anything that cannot be read is absent.
+fn read_coherent(path: &str) -> Option<String> {
+    match coherent_read::read_current(path) {
+        Ok(coherent_read::Current::Bytes(b)) => Some(text_of(b)),
+        _ => None,
+    }
+}
+
+/// The text a CAS compares under its lock: on a network or FUSE file system the entry as the
+/// server has it now ([`coherent_read`]), failing loudly (`ERR_PI_NATIVE_INCOHERENT`) where
+/// the client cannot be made to say; elsewhere the plain read.
+fn read_locked(path: &str, guard: &LockGuard) -> Result<Option<String>, FsError> {
+    if !guard.remote() || !coherent_read::enabled() || path.contains('\0') {
+        return Ok(read_text(path));
+    }
+    Ok(match coherent_read::read_current(path)? {
+        coherent_read::Current::Bytes(b) => Some(text_of(b)),
+        coherent_read::Current::Absent => None,
+    })
 }
 
 /// A file's bytes as `readFile(…, 'utf8')` decodes them (invalid sequences become U+FFFD).
@@ -207,14 +273,24 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     };
     // Names as Node's readdir decodes them (U+FFFD replacement, K2): a name that is not UTF-8
     // is read under its decoded name, as the original's readFile does, so a file carrying
-    // that name is listed once per name that decodes to it, and is otherwise absent.
-    let mut names: Vec<String> = rd
+    // that name is listed once per name that decodes to it, and is otherwise absent. Its
+    // listed inode is not the decoded name's: it is read without the coherence check (inode 0).
+    let mut names: Vec<(String, u64)> = rd
         .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json"))
+        .map(|e| match e.file_name().into_string() {
+            Ok(n) => (n, listed_ino(&e)),
+            Err(raw) => (raw.to_string_lossy().into_owned(), 0),
+        })
+        .filter(|(n, _)| n.ends_with(".json"))
         .collect();
-    names.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-    let paths: Vec<String> = names.iter().map(|n| nodepath::join(&[&dir, n])).collect();
+    names.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    // On a network or FUSE file system each file is read as the server has it, checked against
+    // the inode this very listing gave for its name (coherent_read::read_listed).
+    let remote = coherent_read::enabled() && dir_is_remote(&dir);
+    let paths: Vec<(String, u64)> = names
+        .iter()
+        .map(|(n, ino)| (nodepath::join(&[&dir, n]), *ino))
+        .collect();
     let workers = if paths.len() >= 64 { 4 } else { 1 };
     let mut slots: Vec<Option<ReadOut>> = Vec::with_capacity(paths.len());
     slots.resize_with(paths.len(), || None);
@@ -222,13 +298,50 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
     std::thread::scope(|s| {
         for (ps, out) in paths.chunks(chunk).zip(slots.chunks_mut(chunk)) {
             s.spawn(move || {
-                for (p, slot) in ps.iter().zip(out.iter_mut()) {
-                    *slot = read_entry(p);
+                for ((p, ino), slot) in ps.iter().zip(out.iter_mut()) {
+                    *slot = if remote {
+                        read_listed_entry(p, *ino)
+                    } else {
+                        read_entry(p)
+                    };
                 }
             });
         }
     });
     slots.into_iter().flatten().collect()
+}
+
+#[cfg(unix)]
+fn listed_ino(e: &std::fs::DirEntry) -> u64 {
+    std::os::unix::fs::DirEntryExt::ino(e)
+}
+
+#[cfg(not(unix))]
+fn listed_ino(_: &std::fs::DirEntry) -> u64 {
+    0
+}
+
+/// Whether the folder `dir` is on a network or FUSE file system (one `stat`).
+fn dir_is_remote(dir: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir)
+            .is_ok_and(|m| platform::fs_kind::is_remote(std::path::Path::new(dir), m.dev()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        false
+    }
+}
+
+/// [`read_entry`] on a network file system, of a file whose folder listing gave `ino`.
+fn read_listed_entry(path: &str, ino: u64) -> Option<ReadOut> {
+    match coherent_read::read_listed(path, ino) {
+        Ok(coherent_read::Current::Bytes(b)) => read_out(path, text_of(b)),
+        _ => None,
+    }
 }
 
 /// What a CAS does when `expected` matches.
@@ -290,12 +403,26 @@ fn apply(
             Ok(CasOutcome::Matched)
         }
         Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
-        Action::Remove => guard.fenced(|| match std::fs::remove_file(file) {
-            Ok(()) => Ok(CasOutcome::Matched),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
-            Err(e) => Err(FsError::io(&e, "rm", file)),
-        }),
+        // Asked before the fence: `fenced` holds the lock's mutex that `remote` takes.
+        Action::Remove => {
+            let remote = guard.remote();
+            guard.fenced(|| match remove_retried(file, remote) {
+                Ok(()) => Ok(CasOutcome::Matched),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
+                Err(e) => Err(FsError::io(&e, "rm", file)),
+            })
+        }
     }
+}
+
+/// Unlink an entry; on a network file system a transient refusal (another client has it open:
+/// SMB) is tried again.
+fn remove_retried(file: &str, remote: bool) -> std::io::Result<()> {
+    transient::retry(
+        transient::Op::Rename,
+        || remote,
+        || std::fs::remove_file(file),
+    )
 }
 
 /// B13: every mutating call makes the entry's folder (mkdir -p), then takes its lock. The folder
@@ -369,7 +496,13 @@ pub fn cas_locked(
     action: Action,
     durable: bool,
 ) -> Result<CasOutcome, FsError> {
-    let text = read_text(file);
+    let text = match read_locked(file, &guard) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = guard.release();
+            return Err(e);
+        }
+    };
     platform::read_now::learn(file);
     let mut current = None;
     let verdict = match (expected, &text) {
@@ -470,7 +603,14 @@ pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<Pend
     };
     let guard = lock_entry(file, lock)?;
     guard.awaits_js();
-    let (text, pending) = match load(file, &no_known) {
+    let text = match read_locked(file, &guard) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = guard.release();
+            return Err(e);
+        }
+    };
+    let (text, pending) = match text.and_then(|t| accept_at(file, t, &no_known)) {
         Some(l) => (Some(l.text), l.pending),
         None => (None, Vec::new()),
     };
@@ -515,8 +655,9 @@ pub fn write_entry(
 /// B11 under the entry's lock ([`with_entry_lock`]): remove the file (every rm error
 /// swallowed), release.
 pub fn remove_entry(guard: LockGuard, file: &str) -> Result<(), FsError> {
+    let remote = guard.remote();
     guard.fenced(|| {
-        let _ = std::fs::remove_file(file); // every rm error swallowed (B11)
+        let _ = remove_retried(file, remote); // every rm error swallowed (B11)
         Ok(())
     })?;
     let _ = guard.release();

@@ -49,7 +49,7 @@ const MAX_REMEMBERED: usize = 1024;
 
 /// Whether `dir`, found on device `dev` (the `stat` the caller already made of it or of a
 /// path directly inside it), is on a network or FUSE file system. Remembered per directory;
-/// a directory that cannot be probed counts as local (the behaviour before this module).
+/// a directory that cannot be probed counts as local, and is probed again next time.
 pub fn is_remote(dir: &Path, dev: u64) -> bool {
     let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(d, remote)) = c.get(dir) {
@@ -58,13 +58,36 @@ pub fn is_remote(dir: &Path, dev: u64) -> bool {
         }
     }
     drop(c);
-    let remote = probe(dir).is_ok_and(|k| k.remote);
+    // A probe that fails (a network client answering ESTALE for a moment) is tried again; one
+    // that keeps failing counts as local this time and is not remembered.
+    let mut probed = probe(dir);
+    for _ in 0..3 {
+        if probed.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        probed = probe(dir);
+    }
+    let Ok(kind) = probed else {
+        return false;
+    };
+    let remote = kind.remote;
     c = cache().lock().unwrap_or_else(|e| e.into_inner());
     if c.len() >= MAX_REMEMBERED {
         c.clear();
     }
     c.insert(dir.to_path_buf(), (dev, remote));
     remote
+}
+
+/// Whether `dir` is on a network or FUSE file system, without a `stat` of the caller's: the
+/// remembered answer for it if any, else a probe (not remembered: no device to key it by).
+/// For error paths (is an error a network file system's transient one?).
+pub fn is_remote_folder(dir: &Path) -> bool {
+    if let Some(&(_, remote)) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
+        return remote;
+    }
+    probe(dir).is_ok_and(|k| k.remote)
 }
 
 #[cfg(test)]

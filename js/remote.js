@@ -1,0 +1,178 @@
+'use strict'
+// The JS backend on network and FUSE file systems (issue 34): which folders are remote, reads
+// of an entry as the server has it now, and the transient refusals of such file systems.
+// The native backend's rules are src/store/coherent_read.rs and src/store/transient.rs; this
+// is their counterpart with what Node offers (no inode in a listing, no AT_STATX_FORCE_SYNC).
+// Local folders never take these paths: a local disk pays one statfs per folder, remembered.
+const fs = require('node:fs')
+const fsp = require('node:fs/promises')
+const path = require('node:path')
+const { backoff, sleep, sleepSync } = require('../lib/contract/transient.js')
+
+// statfs(2) magic numbers of network, cluster and FUSE file systems (linux/magic.h; the same
+// list as src/platform/fs_kind/linux.rs).
+const REMOTE_MAGIC = new Set([
+  0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x01021997, 0x00c36400, 0x0bd00bd0, 0x47504653, 0x5346414f, 0x6b414653, 0x73757245,
+  0x0000564c, 0x20030528, 0x19830326, 0xaad7aaea, 0x786f4256, 0x7461636f, 0x01161970,
+])
+
+// Answers per folder (at most 1024 remembered; past that the memory starts over).
+const kinds = new Map()
+const MAX_KINDS = 1024
+
+/** Whether `dir` is on a network or FUSE file system (Linux; elsewhere false). */
+function isRemoteDir(dir) {
+  if (process.platform !== 'linux' || typeof fs.statfsSync !== 'function') return false
+  const known = kinds.get(dir)
+  if (known !== undefined) return known
+  let remote = false
+  try {
+    remote = REMOTE_MAGIC.has(fs.statfsSync(dir).type >>> 0)
+  } catch {
+    return false // not remembered: the folder may not exist yet
+  }
+  if (kinds.size >= MAX_KINDS) kinds.clear()
+  kinds.set(dir, remote)
+  return remote
+}
+
+const READ_TRANSIENT = new Set(['ESTALE', 'EIO'])
+
+/**
+ * The text of `file` as the server has it now, or undefined where none can be read. A listing
+ * of the folder first (it goes to the server; FUSE's READDIRPLUS replaces a cached entry that
+ * leads to a replaced file: GlusterFS, JuiceFS), then the file is opened and its name looked up
+ * again (`link(file, file)`, which fails with EEXIST having made the client ask for the name's
+ * attributes: sshfs and smbnetfs otherwise keep the old size and cut the new content), and read
+ * to the size it has now. ESTALE and EIO are tried again.
+ */
+async function readCurrent(file) {
+  const next = backoff()
+  for (;;) {
+    let listed = false
+    try {
+      listed = (await fsp.readdir(path.dirname(file))).includes(path.basename(file))
+      const fh = await fsp.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      try {
+        await fsp.link(file, file).catch(() => {})
+        if (!(await fh.stat()).isFile()) return undefined
+        return await fh.readFile('utf8')
+      } finally {
+        await fh.close()
+      }
+    } catch (err) {
+      // Listed, yet not found: a client that leads the name to a removed file (GlusterFS).
+      const again = READ_TRANSIENT.has(err?.code) || (err?.code === 'ENOENT' && listed)
+      const wait = again ? next() : -1
+      if (wait < 0) return undefined
+      await sleep(wait)
+    }
+  }
+}
+
+/** `readCurrent` on the calling thread. */
+function readCurrentSync(file) {
+  const next = backoff()
+  for (;;) {
+    let listed = false
+    try {
+      listed = fs.readdirSync(path.dirname(file)).includes(path.basename(file))
+      const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      try {
+        try {
+          fs.linkSync(file, file)
+        } catch {}
+        if (!fs.fstatSync(fd).isFile()) return undefined
+        return fs.readFileSync(fd, 'utf8')
+      } finally {
+        fs.closeSync(fd)
+      }
+    } catch (err) {
+      const again = READ_TRANSIENT.has(err?.code) || (err?.code === 'ENOENT' && listed)
+      const wait = again ? next() : -1
+      if (wait < 0) return undefined
+      sleepSync(wait)
+    }
+  }
+}
+
+// Refusals that only say "not now" on a network file system (src/store/transient.rs): a rename
+// over an entry another client has open (SMB), a mkdir or rmdir racing another client's.
+const WRITE_TRANSIENT = new Set(['ESTALE', 'EIO', 'EBUSY', 'EACCES', 'EPERM', 'EEXIST'])
+
+/** Whether the failed rename of a temp file over `target` may succeed when made again. */
+function renameTransient(err, target) {
+  const code = err?.code
+  return code === 'ESTALE' || (WRITE_TRANSIENT.has(code) && isRemoteDir(path.dirname(target)))
+}
+
+/**
+ * The `fs` proper-lockfile works with (its `fs` option), for locks on a network file system:
+ * a lock directory's `mkdir` refused with EIO (SMB, for a name another client is removing or
+ * holds) is looked at: there is contention (EEXIST, judged by the stale rule), not there is
+ * tried again; `rmdir`, `stat` and `utimes` refused with ESTALE or EIO are tried again. Both
+ * the callback and the sync forms (proper-lockfile's lockSync uses the latter).
+ */
+function lockFs() {
+  const gfs = fs
+  const dirTransient = (err) => err && ['ESTALE', 'EIO', 'EBUSY', 'EACCES', 'EPERM'].includes(err.code)
+  const exists = (p) => {
+    try {
+      fs.lstatSync(p)
+      return true
+    } catch {
+      return false
+    }
+  }
+  const eexist = (p) => Object.assign(new Error(`EEXIST: file already exists, mkdir '${p}'`), { code: 'EEXIST', errno: -17, syscall: 'mkdir', path: p })
+  const retrying = (name, judge) => (...args) => {
+    const cb = args.pop()
+    const next = backoff()
+    const attempt = () =>
+      gfs[name](...args, (err, ...rest) => {
+        if (!err) return cb(null, ...rest)
+        const verdict = judge(err, args[0])
+        const wait = verdict === 'again' ? next() : -1
+        if (wait >= 0) return setTimeout(attempt, wait)
+        cb(verdict instanceof Error ? verdict : err)
+      })
+    attempt()
+  }
+  const retryingSync = (name, judge) => (...args) => {
+    const next = backoff()
+    for (;;) {
+      try {
+        return gfs[`${name}Sync`](...args)
+      } catch (err) {
+        const verdict = judge(err, args[0])
+        if (verdict instanceof Error) throw verdict
+        const wait = verdict === 'again' ? next() : -1
+        if (wait < 0) throw err
+        sleepSync(wait)
+      }
+    }
+  }
+  const mkdirJudge = (err, p) => (!dirTransient(err) ? 'final' : exists(p) ? eexist(p) : 'again')
+  const otherJudge = (err) => (err && (err.code === 'ESTALE' || err.code === 'EIO') ? 'again' : 'final')
+  return {
+    ...gfs,
+    mkdir: retrying('mkdir', mkdirJudge),
+    mkdirSync: retryingSync('mkdir', mkdirJudge),
+    rmdir: retrying('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),
+    rmdirSync: retryingSync('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),
+    stat: retrying('stat', otherJudge),
+    statSync: retryingSync('stat', otherJudge),
+    utimes: retrying('utimes', otherJudge),
+    utimesSync: retryingSync('utimes', otherJudge),
+  }
+}
+
+let remoteLockFs
+/** proper-lockfile's `fs` for a lock on `file`: the retrying one where its folder is remote. */
+function lockFsFor(file) {
+  if (!isRemoteDir(path.dirname(path.resolve(file)))) return undefined
+  remoteLockFs ??= lockFs()
+  return remoteLockFs
+}
+
+module.exports = { isRemoteDir, readCurrent, readCurrentSync, renameTransient, lockFsFor }
