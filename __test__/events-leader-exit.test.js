@@ -12,7 +12,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { backends, sleep } = require('./helpers.js')
-const { leaderExitHelper } = require('./events-helpers.js')
+const { leaderExitHelper, within } = require('./events-helpers.js')
 const events = require('../lib/contract/events.js')
 
 const native = require('../lib/binding.js').loadNative()
@@ -50,15 +50,6 @@ async function leaderGone() {
     exited,
     kill: () => child.kill('SIGKILL'),
   }
-}
-
-/** Settles within `ms`? `{ value }` / `{ error }`, or undefined while still pending. */
-async function within(promise, ms) {
-  let timer
-  const late = new Promise((r) => (timer = setTimeout(r, ms)))
-  const out = await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), late])
-  clearTimeout(timer)
-  return out
 }
 
 for (const [name, s] of backends()) {

@@ -10,6 +10,7 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { root, backends, sleep, liveChild, reapedPid, zombie } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
+const { within } = require('./events-helpers.js')
 const events = require('../lib/contract/events.js')
 
 const isWin = process.platform === 'win32'
@@ -29,15 +30,6 @@ async function grandchild() {
   const r = spawnSync('sh', ['-c', 'sleep 60 >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' })
   const pid = Number(r.stdout.trim())
   return { pid, kill: () => process.kill(pid, 'SIGKILL') }
-}
-
-/** Settles within `ms`? `{ value }` / `{ error }`, or undefined while still pending. */
-async function within(promise, ms) {
-  let timer
-  const late = new Promise((r) => (timer = setTimeout(r, ms)))
-  const out = await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), late])
-  clearTimeout(timer)
-  return out
 }
 
 for (const [name, s] of backends()) {

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 
 use super::{parse, Json};
-use crate::proptest_support::{config, same, tree, write, Layout, T};
+use crate::proptest_support::{config, same, to_t, tree, write, Layout};
 
 /// Grammar-relevant bytes and a few others, for mutations.
 const ALPHABET: &[u8] = b"{}[],:\"\\ \t\n\r0123456789eE+-.tfnrulsaxu/\x00\x1f\xc3\xa9\xff";
@@ -140,16 +140,5 @@ proptest! {
             let again = write(&t, &mut Layout::new(1), true);
             prop_assert!(parse(&again).is_some_and(|w| same(&w, &t)), "{text:?}");
         }
-    }
-}
-
-fn to_t(v: &Json) -> T {
-    match v {
-        Json::Null => T::Null,
-        Json::Bool(b) => T::Bool(*b),
-        Json::Num(n) => T::Num(*n),
-        Json::Str(s) => T::Str(s.clone()),
-        Json::Arr(items) => T::Arr(items.iter().map(to_t).collect()),
-        Json::Obj(ms) => T::Obj(ms.iter().map(|(k, v)| (k.clone(), to_t(v))).collect()),
     }
 }

@@ -37,6 +37,18 @@ pub enum T {
     Obj(Vec<(Vec<u16>, T)>),
 }
 
+/// A parsed value as a [`T`], to write it again or compare it.
+pub fn to_t(v: &Json) -> T {
+    match v {
+        Json::Null => T::Null,
+        Json::Bool(b) => T::Bool(*b),
+        Json::Num(n) => T::Num(*n),
+        Json::Str(s) => T::Str(s.clone()),
+        Json::Arr(items) => T::Arr(items.iter().map(to_t).collect()),
+        Json::Obj(ms) => T::Obj(ms.iter().map(|(k, v)| (k.clone(), to_t(v))).collect()),
+    }
+}
+
 impl T {
     pub fn to_json(&self) -> Json {
         match self {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::json::parse;
-use crate::proptest_support::{config, key, tree, write, Layout, T};
+use crate::proptest_support::{config, key, to_t, tree, write, Layout, T};
 
 /// Deep-strict equality of two parsed values, written plainly: objects compared through their
 /// last-wins members as sorted maps, numbers by SameValue.
@@ -143,17 +143,6 @@ fn entry_text(order: &[usize]) -> String {
         &mut Layout::new(7),
         false,
     )
-}
-
-fn to_t(v: &Json) -> T {
-    match v {
-        Json::Null => T::Null,
-        Json::Bool(b) => T::Bool(*b),
-        Json::Num(n) => T::Num(*n),
-        Json::Str(s) => T::Str(s.clone()),
-        Json::Arr(items) => T::Arr(items.iter().map(to_t).collect()),
-        Json::Obj(ms) => T::Obj(ms.iter().map(|(k, v)| (k.clone(), to_t(v))).collect()),
-    }
 }
 
 /// One violation of V1–V20 as a text edit of the fixture (each must read as invalid).

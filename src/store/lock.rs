@@ -1559,6 +1559,17 @@ mod tests {
         .unwrap();
     }
 
+    /// Make `g`'s last successful refresh `ms` milliseconds old, as a pause would.
+    fn last_refreshed_ago(g: &LockGuard, ms: u64) {
+        let mut d = lock_disk(&g.disk);
+        if let Hold::Held { id, .. } = d.hold {
+            d.hold = Hold::Held {
+                id,
+                refreshed: BootInstant::now().earlier_by(Duration::from_millis(ms)),
+            };
+        }
+    }
+
     /// A holder that went longer than the stale threshold without a successful refresh
     /// (paused, its refreshes failing or stuck) counts its lock as lost, under the local rule
     /// (from then on its mtime is old enough for any process to take it over) as under the
@@ -1568,15 +1579,7 @@ mod tests {
         let file = tmp("localholder");
         let g = acquire(&file, LockOptions::store_sync()).unwrap();
         assert!(!lock_disk(&g.disk).network);
-        {
-            let mut d = lock_disk(&g.disk);
-            if let Hold::Held { id, .. } = d.hold {
-                d.hold = Hold::Held {
-                    id,
-                    refreshed: BootInstant::now().earlier_by(Duration::from_millis(2100)),
-                };
-            }
-        }
+        last_refreshed_ago(&g, 2100);
         assert_eq!(
             g.fenced(|| Ok(())),
             Err(FsError::Compromised { file: file.clone() })
@@ -1602,15 +1605,7 @@ mod tests {
         assert!(lock_disk(&g.disk).network);
         assert!(!lock_disk(&g.disk).whole_seconds);
         assert_eq!(g.fenced(|| Ok(1)), Ok(1));
-        {
-            let mut d = lock_disk(&g.disk);
-            if let Hold::Held { id, .. } = d.hold {
-                d.hold = Hold::Held {
-                    id,
-                    refreshed: BootInstant::now().earlier_by(Duration::from_millis(2500)),
-                };
-            }
-        }
+        last_refreshed_ago(&g, 2500);
         assert_eq!(
             g.fenced(|| Ok(())),
             Err(FsError::Compromised { file: file.clone() })
