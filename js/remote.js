@@ -7,7 +7,7 @@
 const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
-const { backoff, sleep, sleepSync } = require('../lib/contract/transient.js')
+const { backoff, sleep, sleepSync, codeOf } = require('../lib/contract/transient.js')
 
 // statfs(2) magic numbers of network, cluster and FUSE file systems (linux/magic.h; the same
 // list as src/platform/fs_kind/linux.rs).
@@ -62,7 +62,7 @@ async function readCurrent(file) {
       }
     } catch (err) {
       // Listed, yet not found: a client that leads the name to a removed file (GlusterFS).
-      const again = READ_TRANSIENT.has(err?.code) || (err?.code === 'ENOENT' && listed)
+      const again = READ_TRANSIENT.has(codeOf(err)) || (codeOf(err) === 'ENOENT' && listed)
       const wait = again ? next() : -1
       if (wait < 0) return undefined
       await sleep(wait)
@@ -88,7 +88,7 @@ function readCurrentSync(file) {
         fs.closeSync(fd)
       }
     } catch (err) {
-      const again = READ_TRANSIENT.has(err?.code) || (err?.code === 'ENOENT' && listed)
+      const again = READ_TRANSIENT.has(codeOf(err)) || (codeOf(err) === 'ENOENT' && listed)
       const wait = again ? next() : -1
       if (wait < 0) return undefined
       sleepSync(wait)
@@ -102,7 +102,7 @@ const WRITE_TRANSIENT = new Set(['ESTALE', 'EIO', 'EBUSY', 'EACCES', 'EPERM', 'E
 
 /** Whether the failed rename of a temp file over `target` may succeed when made again. */
 function renameTransient(err, target) {
-  const code = err?.code
+  const code = codeOf(err)
   return code === 'ESTALE' || (WRITE_TRANSIENT.has(code) && isRemoteDir(path.dirname(target)))
 }
 
@@ -115,7 +115,7 @@ function renameTransient(err, target) {
  */
 function lockFs() {
   const gfs = fs
-  const dirTransient = (err) => err && ['ESTALE', 'EIO', 'EBUSY', 'EACCES', 'EPERM'].includes(err.code)
+  const dirTransient = (err) => ['ESTALE', 'EIO', 'EBUSY', 'EACCES', 'EPERM'].includes(codeOf(err))
   const exists = (p) => {
     try {
       fs.lstatSync(p)
@@ -153,7 +153,7 @@ function lockFs() {
     }
   }
   const mkdirJudge = (err, p) => (!dirTransient(err) ? 'final' : exists(p) ? eexist(p) : 'again')
-  const otherJudge = (err) => (err && (err.code === 'ESTALE' || err.code === 'EIO') ? 'again' : 'final')
+  const otherJudge = (err) => (['ESTALE', 'EIO'].includes(codeOf(err)) ? 'again' : 'final')
   return {
     ...gfs,
     mkdir: retrying('mkdir', mkdirJudge),

@@ -9,9 +9,20 @@
 // for 3 s). Any other error is Node's, thrown at once.
 const fs = require('node:fs')
 const fsp = require('node:fs/promises')
+const os = require('node:os')
 
 const RETRY_WITHIN_MS = 6000
 const TRANSIENT = new Set(['ESTALE', 'EIO', 'EBUSY'])
+
+// libuv has no name for ESTALE: Node's error for it reads `Unknown system error -116` (Linux),
+// so its code never equals 'ESTALE'. Its errno does.
+const ESTALE_ERRNO = os.constants.errno.ESTALE === undefined ? undefined : -os.constants.errno.ESTALE
+
+/** The code of a Node fs error, with 'ESTALE' for the errno libuv leaves unnamed. */
+function codeOf(err) {
+  if (err === null || typeof err !== 'object') return undefined
+  return ESTALE_ERRNO !== undefined && err.errno === ESTALE_ERRNO ? 'ESTALE' : err.code
+}
 
 /** A retry schedule: `next()` resolves the wait before the next try, or -1 once time is spent. */
 function backoff() {
@@ -48,7 +59,7 @@ async function mkdirParent(dir) {
       return
     } catch (err) {
       if (isDirSync(dir)) return
-      const wait = TRANSIENT.has(err?.code) ? next() : -1
+      const wait = TRANSIENT.has(codeOf(err)) ? next() : -1
       if (wait < 0) throw err
       await sleep(wait)
     }
@@ -64,11 +75,11 @@ function mkdirParentSync(dir) {
       return
     } catch (err) {
       if (isDirSync(dir)) return
-      const wait = TRANSIENT.has(err?.code) ? next() : -1
+      const wait = TRANSIENT.has(codeOf(err)) ? next() : -1
       if (wait < 0) throw err
       sleepSync(wait)
     }
   }
 }
 
-module.exports = { mkdirParent, mkdirParentSync, backoff, sleep, sleepSync }
+module.exports = { mkdirParent, mkdirParentSync, backoff, sleep, sleepSync, codeOf }
