@@ -29,6 +29,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const { root, sleep, procState } = require('./helpers.js')
 const { makeEntry } = require('./store-fixtures.js')
 const { twoMounts, unavailable, KINDS } = require('./two-mounts.js')
+const { codeOf } = require('../lib/contract/transient.js')
 
 const STALE = 2000 // B17 / L4: the effective stale threshold
 const BOUND = 60_000 // default attribute-cache bound on network and FUSE file systems
@@ -299,7 +300,10 @@ function judgeHoldRounds(t, label, rounds, { loudLoss = false } = {}) {
     if (loudLoss && !h.resolved) {
       // The holder's refresh or release fell in the client's EIO window (LOUD_LOSS): it must
       // have failed loudly, never resolved as if it had kept the lock.
-      assert.ok(['ECOMPROMISED', 'EIO'].includes(h.rejected?.code ?? h.compromised?.code), `round ${i}: the holder fails loudly (${JSON.stringify(h)})`)
+      // The original reports a lost lock through onCompromised, then its release rejects with
+      // ERELEASED; the native holder rejects with ECOMPROMISED; the original's unlock with EIO.
+      const loud = h.compromised?.code === 'ECOMPROMISED' || ['ECOMPROMISED', 'EIO'].includes(h.rejected?.code)
+      assert.ok(loud, `round ${i}: the holder fails loudly (${JSON.stringify(h)})`)
       continue
     }
     assert.ok(h.resolved && !h.compromised && !h.rejected, `round ${i}: the holder finishes normally (${JSON.stringify(h)})`)
@@ -323,7 +327,12 @@ const INCREMENTER = `${PRELUDE}
       // that keeps answering ESTALE for it) ends the writer instead of hanging the suite.
       if (cur === undefined) {
         unreadable++
-        if (Date.now() - readable > 60_000) throw new Error('the entry has been unreadable for 60 s')
+        // Unreadable for 20 s: the server wedged the name (GlusterFS, see WEDGE); the judge
+        // checks that every client is refused it.
+        if (Date.now() - readable > 20_000) {
+          console.log(JSON.stringify({ wedged: true, done, conflicts, locked, unreadable, compromised }))
+          return
+        }
         await sleep(50)
         continue
       }
@@ -350,7 +359,7 @@ const INCREMENTER = `${PRELUDE}
  * `serverView` as the server keeps it, read `settleMs` after the writers end (a client's view
  * stands in for the server on JuiceFS: its caches must have expired).
  */
-async function casCounters(t, { label, views, serverView, mode, perWriter, backend = 'native', settleMs = 0 }) {
+async function casCounters(t, { label, views, serverView, mode, perWriter, backend = 'native', settleMs = 0, wedge = false }) {
   const e = makeEntry('worker', `cas-${mode}-${backend}`, { taskRef: '0' })
   const lib = require('../lib/index.js')
   await lib.writeEntry(views[0], e)
@@ -363,6 +372,23 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
   const sum = (k) => stats.reduce((n, s) => n + s[k], 0)
   await sleep(settleMs)
   const file = path.join(serverView, 'state', 'process-matrix', `${e.entryId}.json`)
+  if (stats.some((s) => s.wedged)) {
+    // Allowed only where the file system is known to wedge a name, and only if it really did:
+    // every client is refused the entry (ESTALE) while the server's folder has it.
+    const refused = views.map((v) => {
+      try {
+        fs.readFileSync(path.join(v, 'state', 'process-matrix', `${e.entryId}.json`))
+        return 'read'
+      } catch (err) {
+        return codeOf(err)
+      }
+    })
+    t.diagnostic(`${label}: the server wedged the entry's name after ${sum('done')} of ${views.length * perWriter} increments; clients: ${refused.join(', ')}`)
+    assert.ok(wedge, `${label}: a writer found the entry unreadable for 20 s`)
+    assert.ok(fs.existsSync(file) && refused.every((c) => c === 'ESTALE'), `${label}: the entry was unreadable though not every client is refused it (${refused.join(', ')})`)
+    t.skip(`${wedge} (every client ESTALE for the entry; nothing lost: the server has ${JSON.parse(fs.readFileSync(file, 'utf8')).taskRef} of ${sum('done')} increments made)`)
+    return
+  }
   const final = JSON.parse(fs.readFileSync(file, 'utf8'))
   const expected = views.length * perWriter
   t.diagnostic(
@@ -371,7 +397,7 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
   )
   assert.equal(Number(final.taskRef), expected, `${label}: ${expected - Number(final.taskRef)} increments lost`)
   assert.equal(sum('compromised'), 0, `${label}: ${sum('compromised')} CAS calls were robbed of their lock (ECOMPROMISED)`)
-  assert.equal(sum('unreadable'), 0, `${label}: readEntry answered undefined ${sum('unreadable')} times for an entry that exists`)
+  if (!wedge) assert.equal(sum('unreadable'), 0, `${label}: readEntry answered undefined ${sum('unreadable')} times for an entry that exists`)
   assert.deepEqual(fs.readdirSync(path.dirname(file)), [`${e.entryId}.json`], 'no lock directory or temp file left')
 }
 
@@ -749,6 +775,12 @@ const FIRST_LOOK_CACHE = { sshfs: 0, glusterfs: 2000, juicefs: 2000, smb: 2000 }
 // mkdir through one mount racing the rmdir of that lock through the other), answers EIO for
 // everything on the server for about 3 s. No overlap is allowed there either.
 const LOUD_LOSS = { sshfs: false, glusterfs: false, juicefs: false, smb: true }
+// File systems whose server may wedge an entry's name after cross-client renames: GlusterFS 10.3
+// (one brick) at times keeps leading the name to the gfid handle of the file a rename replaced,
+// and every client, a fresh mount too, gets ESTALE for it until a brick restart; about 1 counter
+// run in 10 here. Nothing is lost, but no CAS can read the entry: the counters then skip with
+// the evidence, and readEntry may have answered undefined before the wedge set in.
+const WEDGE = { glusterfs: 'GlusterFS wedged the name on its brick (COMPATIBILITY.md, "What stays unguaranteed")' }
 
 describe('issues 28 and 34: locks and CAS on a folder shared by machines', { concurrency: true }, () => {
   for (const kind of KINDS) {
@@ -842,7 +874,7 @@ describe('issues 28 and 34: locks and CAS on a folder shared by machines', { con
             counters(() => {
               const sub = `cas-${backend}-${mode}`
               const views = [...Array(WRITERS_PER_MOUNT).fill(A(sub)), ...Array(WRITERS_PER_MOUNT).fill(B(sub))]
-              return casCounters(t, { label: `${kind} ${backend} ${mode}`, views, serverView: S(sub), mode, perWriter: INCREMENTS, backend, settleMs: SETTLE_MS[kind] })
+              return casCounters(t, { label: `${kind} ${backend} ${mode}`, views, serverView: S(sub), mode, perWriter: INCREMENTS, backend, settleMs: SETTLE_MS[kind], wedge: WEDGE[kind] ?? false })
             }))
         }
       }
