@@ -740,11 +740,14 @@ async function stuckRefresh(t, { label, dirA, dirB, takerEnv = {}, loudLoss = fa
   const hIn = of('healthy', 'holder', 'enter')
   const hOut = of('healthy', 'holder', 'exit')
   const kIn = of('healthy', 'taker', 'enter')
-  assert.ok(!kIn || kIn.t >= hOut.t, `the healthy lock was taken ${kIn && kIn.t - hIn.t} ms after its holder entered, while it was inside (its refresh starved)`)
   // Where the client has an EIO window (LOUD_LOSS) the healthy holder may lose its lock to it,
-  // loudly; elsewhere it must keep it.
-  const healthy = of('healthy', 'holder', 'resolved') || (loudLoss && of('healthy', 'holder', 'rejected')?.code === 'ECOMPROMISED')
-  assert.ok(healthy, `the healthy lock's holder finishes normally: ${JSON.stringify(of('healthy', 'holder', 'rejected'))}`)
+  // loudly (its refreshes failed past the threshold, so this test's taker, with its short
+  // bound, may then take the lock as stale while the holder's callback still runs: the holder's
+  // operation rejects with ECOMPROMISED). Elsewhere it must keep its lock, and nobody gets in.
+  const lostLoudly = loudLoss && of('healthy', 'holder', 'rejected')?.code === 'ECOMPROMISED'
+  if (lostLoudly) t.diagnostic(`${label}: the healthy holder lost its lock to the client's EIO window (ECOMPROMISED)${kIn && kIn.t < hOut.t ? '; the taker then took it as stale' : ''}`)
+  else assert.ok(!kIn || kIn.t >= hOut.t, `the healthy lock was taken ${kIn && kIn.t - hIn.t} ms after its holder entered, while it was inside (its refresh starved)`)
+  assert.ok(of('healthy', 'holder', 'resolved') || lostLoudly, `the healthy lock's holder finishes normally: ${JSON.stringify(of('healthy', 'holder', 'rejected'))}`)
   for (const n of STUCK_NAMES.filter((x) => x !== 'healthy')) {
     assert.equal(of(n, 'holder', 'rejected')?.code, 'ECOMPROMISED', `${n}: a holder whose refresh is stuck past the threshold is told it lost its lock`)
     assert.ok(!of(n, 'holder', 'resolved'), `${n}: never resolved`)
