@@ -211,10 +211,19 @@ for (const [name, s] of backends()) {
     await Promise.all(kids.map((k) => new Promise((r) => k.once('spawn', r))))
     const pids = kids.map((k) => k.pid)
     const lib = path.join(root, name === 'native' ? 'lib/native.js' : 'js/index.js')
-    const worker = new Worker(MANY.replace('many(s, workerData.pids, (m) => parentPort.postMessage(m))', 'const m = many(s, workerData.pids, (x) => parentPort.postMessage(x)); parentPort.on("message", (pid) => m.killed(pid))'), { eval: true, workerData: { lib, pids } })
+    // The worker acknowledges each kill notice, so that no kill comes before it has noted it
+    // (under qemu a fixed pause was not enough: its waits then counted as early).
+    const worker = new Worker(
+      MANY.replace(
+        'many(s, workerData.pids, (m) => parentPort.postMessage(m))',
+        'const m = many(s, workerData.pids, (x) => parentPort.postMessage(x)); parentPort.on("message", (pid) => { m.killed(pid); parentPort.postMessage({ noted: pid }) })',
+      ),
+      { eval: true, workerData: { lib, pids } },
+    )
     try {
       const messages = []
-      worker.on('message', (m) => messages.push(m))
+      const noted = new Set()
+      worker.on('message', (m) => (m && m.noted !== undefined ? noted.add(m.noted) : messages.push(m)))
       let mine
       const main = many(s, pids, (m) => (mine = m))
       for (let i = 0; i < 500 && messages.length === 0; i++) await sleep(10)
@@ -226,7 +235,8 @@ for (const [name, s] of backends()) {
         main.killed(k.pid)
         worker.postMessage(k.pid)
       }
-      await sleep(20) // the worker has noted the kills
+      for (let i = 0; i < 1000 && noted.size < kids.length; i++) await sleep(10)
+      assert.equal(noted.size, kids.length, 'the worker noted every kill before it happens')
       for (const k of kids) k.kill('SIGKILL')
       await within(main.done, 10000)
       for (let i = 0; i < 1000 && messages.length < 2; i++) await sleep(10)
