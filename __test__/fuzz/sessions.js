@@ -125,6 +125,8 @@ const sessionFolder = fc.record({
   options: fc.option(fc.record({ maxFiles: fc.integer({ min: 1, max: 5 }), maxFileBytes: fc.integer({ min: 1, max: 4096 }) }, { requiredKeys: [] }), { freq: 4 }),
 })
 
+const CASE_INSENSITIVE = process.platform === 'win32' || process.platform === 'darwin'
+
 /** Write a folder under `dir` (created); returns its entries as written. */
 function materialize(dir, folder) {
   fs.mkdirSync(dir, { recursive: true })
@@ -135,8 +137,11 @@ function materialize(dir, folder) {
     // are UTF-16), and only POSIX makes symbolic links without privileges.
     const name = process.platform === 'linux' ? e.name : Buffer.from(e.name.toString('utf8'))
     const p = Buffer.concat([dirBytes, name])
-    if (made.has(name.toString('hex'))) continue
-    made.add(name.toString('hex'))
+    // Windows and macOS folders are case-insensitive: 'a.JSONL' and 'a.jsonl' are one name
+    // there (the second would open the first; under Wine: EISDIR from the harness itself).
+    const key = CASE_INSENSITIVE ? name.toString('utf8').toUpperCase() : name.toString('hex')
+    if (made.has(key)) continue
+    made.add(key)
     if (e.kind === 'dir') fs.mkdirSync(p)
     else if (e.kind === 'dangling' && process.platform !== 'win32') fs.symlinkSync('/nonexistent/pi-native-fuzz', p)
     else if (e.kind === 'dangling') continue
