@@ -6,14 +6,8 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 
-/**
- * statfs magics of network and FUSE file systems: the native table (src/platform/fs_kind/linux.rs,
- * REMOTE) in JavaScript, for when the addon is missing; a test holds the two equal.
- */
-const REMOTE_MAGIC = new Set([
-  0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x01021997, 0x00c36400, 0x0bd00bd0, 0x47504653, 0x5346414f,
-  0x6b414653, 0x73757245, 0x564c, 0x20030528, 0x19830326, 0xaad7aaea, 0x786f4256, 0x7461636f, 0x01161970,
-])
+// statfs magics of network and FUSE file systems (js/remote.js, the one table of the JS side).
+const { REMOTE_MAGIC } = require('./remote.js')
 
 /** Folder watches over `fs.watch`, in the shape the contract layer asks for. */
 function createDirWatch() {

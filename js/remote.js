@@ -9,8 +9,9 @@ const fsp = require('node:fs/promises')
 const path = require('node:path')
 const { backoff, sleep, sleepSync, codeOf } = require('../lib/contract/transient.js')
 
-// statfs(2) magic numbers of network, cluster and FUSE file systems (linux/magic.h; the same
-// list as src/platform/fs_kind/linux.rs).
+// statfs(2) magic numbers of network, cluster and FUSE file systems: the native table
+// (src/platform/fs_kind/linux.rs, REMOTE) in JavaScript, for the JS backend and for when the
+// addon is missing; a test holds the two equal.
 const REMOTE_MAGIC = new Set([
   0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x01021997, 0x00c36400, 0x0bd00bd0, 0x47504653, 0x5346414f, 0x6b414653, 0x73757245,
   0x0000564c, 0x20030528, 0x19830326, 0xaad7aaea, 0x786f4256, 0x7461636f, 0x01161970,
@@ -175,4 +176,4 @@ function lockFsFor(file) {
   return remoteLockFs
 }
 
-module.exports = { isRemoteDir, readCurrent, readCurrentSync, renameTransient, lockFsFor }
+module.exports = { isRemoteDir, readCurrent, readCurrentSync, renameTransient, lockFsFor, REMOTE_MAGIC }
