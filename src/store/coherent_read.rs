@@ -159,8 +159,7 @@ fn attempt(path: &str, listing: Option<Option<u64>>) -> Attempt {
     };
     let facts = match platform::fs::fresh_facts(&file) {
         Ok(f) => f,
-        Err(e) if is_stale(&e) || transient_read(&e) => return Attempt::Refused(e),
-        Err(_) => return Attempt::Done(Current::Absent),
+        Err(e) => return after_open(e),
     };
     if !facts.is_file {
         return Attempt::Done(Current::Absent);
@@ -173,8 +172,21 @@ fn attempt(path: &str, listing: Option<Option<u64>>) -> Attempt {
     }
     match read_to_end(file, facts.size) {
         Ok(bytes) => Attempt::Done(Current::Bytes(bytes)),
-        Err(e) if is_stale(&e) || transient_read(&e) => Attempt::Refused(e),
-        Err(_) => Attempt::Done(Current::Absent),
+        Err(e) => after_open(e),
+    }
+}
+
+/// What an error from a file already opened (its attributes, its content) means.
+fn after_open(e: std::io::Error) -> Attempt {
+    if is_stale(&e) || transient_read(&e) {
+        Attempt::Refused(e)
+    } else if e.kind() == std::io::ErrorKind::NotFound {
+        // The object was removed since it was opened: another client renamed a new file over
+        // the name (GlusterFS answers a read of the replaced file's handle with ENOENT). The
+        // entry exists; what its name leads to now is read again.
+        Attempt::Again
+    } else {
+        Attempt::Done(Current::Absent)
     }
 }
 
@@ -244,6 +256,21 @@ mod tests {
             other => panic!("{other:?}"),
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// GlusterFS answered a read of an opened file that another client had just replaced with
+    /// ENOENT, and `readEntry` said undefined for an entry that existed: such an error is a
+    /// reason to read the name again, not an absence. Other errors keep B3's answer.
+    #[test]
+    fn a_file_gone_after_its_open_is_read_again() {
+        let err = |n| std::io::Error::from_raw_os_error(n);
+        assert!(matches!(after_open(err(libc::ENOENT)), Attempt::Again));
+        assert!(matches!(
+            after_open(err(libc::EISDIR)),
+            Attempt::Done(Current::Absent)
+        ));
+        #[cfg(unix)]
+        assert!(matches!(after_open(err(libc::ESTALE)), Attempt::Refused(_)));
     }
 
     /// A client whose listing never agrees with what opens: the read waits for agreement, then
