@@ -204,3 +204,35 @@ test('a withFileLock callback that can never settle keeps its lock through garba
   assert.equal(r.stdout.trim(), 'true', `held after gc: ${r.stderr}`)
   assert.ok(!fs.existsSync(`${file}.lock`), 'removed at exit')
 })
+
+// The refresh scheduler looks at the held locks every 250 ms: it must run only while a lock is
+// held (or being taken), not for the rest of the host's life, and come back for the next lock
+// (which must still be refreshed: held for 3 s, past the 2 s stale threshold, its mtime moves).
+test('the lock refresh scheduler ends when no lock is left and starts again for the next one', { skip: !linux && 'thread names from /proc/self/task', timeout: 30_000 }, () => {
+  const dir = tmp('scheduler')
+  const script = `
+    const fs = require('node:fs')
+    const lib = require(${JSON.stringify(path.join(root, 'lib', 'index.js'))})
+    const dir = ${JSON.stringify(dir)}
+    const names = () => fs.readdirSync('/proc/self/task').map((t) => { try { return fs.readFileSync('/proc/self/task/' + t + '/comm', 'utf8').trim() } catch { return '' } })
+    const scheduler = () => names().filter((n) => n === 'pi-native-locks').length
+    const wait = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+    const out = { before: scheduler() }
+    lib.withFileLockSync(dir + '/a.txt', () => { out.holding = scheduler() })
+    wait(700)
+    out.idle = scheduler()
+    lib.withFileLock(dir + '/b.txt', async () => {
+      out.again = scheduler()
+      const m0 = fs.statSync(dir + '/b.txt.lock').mtimeMs
+      await new Promise((r) => setTimeout(r, 3000))
+      out.refreshed = fs.statSync(dir + '/b.txt.lock').mtimeMs > m0
+    }).then(() => {
+      wait(700)
+      out.end = scheduler()
+      console.log(JSON.stringify(out))
+    })
+  `
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PI_NATIVE_BACKEND: 'native' } })
+  assert.equal(r.status, 0, r.stderr)
+  assert.deepEqual(JSON.parse(r.stdout), { before: 0, holding: 1, idle: 0, again: 1, refreshed: true, end: 0 })
+})

@@ -994,11 +994,12 @@ const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 /// which is what excludes other processes. Every wait ends early when the caller's JS
 /// environment is torn down ([`FsError::Cancelled`]).
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
-    if let Err(why) = super::lock_refresh::ensure_running() {
-        return Err(FsError::Internal(format!(
+    // Kept until this acquisition is over: the scheduler cannot end meanwhile.
+    let _running = super::lock_refresh::ensure_running().map_err(|why| {
+        FsError::Internal(format!(
             "pi-native: the lock refresh thread could not start ({why})"
-        )));
-    }
+        ))
+    })?;
     let (lock_path, target) = lock_path_for(file);
     let attempts = opts.retry.attempts();
     let budget: Duration = (1..attempts).map(|k| opts.retry.wait(k)).sum();

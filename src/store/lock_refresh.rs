@@ -4,7 +4,9 @@
 //!
 //! One scheduler thread looks at the held locks every 250 ms (holding the table's mutex only to
 //! list them) and hands each due refresh to a pool; it makes no file-system call itself and
-//! skips a lock that is busy publishing (its own holder verifies it anyway). A refresh can get
+//! skips a lock that is busy publishing (its own holder verifies it anyway). It runs only while
+//! a lock is held or being acquired: at the first look that finds none it ends, and the next
+//! acquisition starts it again, so an idle host process is never woken by it. A refresh can get
 //! stuck in the file system (a mount that stopped answering): the pool then starts another
 //! thread for the next due refresh instead of letting it queue behind the stuck one
 //! ([`crate::background::Pool`] counts a thread busy for longer than [`STUCK_AFTER`] out of its
@@ -17,6 +19,7 @@
 //! suspended time ([`BootInstant`]). The scheduler marks such locks lost as it passes, and every
 //! fenced commit and release checks that deadline before anything else.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -34,28 +37,45 @@ pub const STUCK_AFTER: Duration = Duration::from_millis(250);
 /// Threads refreshing at once, besides those stuck.
 const THREADS: usize = 2;
 
-/// Make sure the scheduler runs: started on first use, and started again if it ever ended (it
-/// cannot panic out of its loop, but a thread that could not be started once is tried again at
-/// the next acquisition instead of failing every later one).
-pub fn ensure_running() -> Result<(), String> {
-    static SCHEDULER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+/// The scheduler thread, while it runs. Whether it may end is decided under this mutex, which
+/// [`ensure_running`] takes too: an acquisition never counts on a scheduler that is ending.
+static SCHEDULER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+/// Acquisitions under way (each holds a [`Running`]): their lock is not in the held table yet,
+/// or is there as `Acquiring`, and will need refreshing.
+static ACQUIRING: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps the scheduler from ending while an acquisition is under way; dropped when it is over
+/// (the lock is then in the held table, or was not taken).
+pub struct Running(());
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        ACQUIRING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Make sure the scheduler runs for an acquisition about to start: started if it is not
+/// running (first use, or it ended when no lock was left); a thread that could not be started
+/// is tried again at the next acquisition instead of failing every later one.
+pub fn ensure_running() -> Result<Running, String> {
     let mut s = SCHEDULER.lock().unwrap_or_else(|e| e.into_inner());
+    ACQUIRING.fetch_add(1, Ordering::SeqCst);
+    let running = Running(());
     if s.as_ref().is_some_and(|h| !h.is_finished()) {
-        return Ok(());
+        return Ok(running);
     }
     let h = std::thread::Builder::new()
-        .name("pi-native-lock-refresh".into())
+        .name("pi-native-locks".into())
         .spawn(run)
         .map_err(|e| e.to_string())?;
     *s = Some(h);
-    Ok(())
+    Ok(running)
 }
 
 fn pool() -> &'static crate::background::Pool {
     static POOL: OnceLock<crate::background::Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        crate::background::Pool::new(THREADS, "pi-native-lock-touch", || {})
-            .replacing_stuck(STUCK_AFTER)
+        crate::background::Pool::new(THREADS, "pi-native-touch", || {}).replacing_stuck(STUCK_AFTER)
     })
 }
 
@@ -63,6 +83,12 @@ fn run() {
     loop {
         std::thread::sleep(TICK);
         let _ = std::panic::catch_unwind(schedule);
+        // Nothing held, nothing being acquired: end (lock order: SCHEDULER, then the table).
+        let mut s = SCHEDULER.lock().unwrap_or_else(|e| e.into_inner());
+        if ACQUIRING.load(Ordering::SeqCst) == 0 && lock_state().held.is_empty() {
+            *s = None;
+            return;
+        }
     }
 }
 
