@@ -55,6 +55,13 @@ export declare class HeldLock {
    * ECOMPROMISED; nothing is removed then). Releasing twice is a no-op that returns true.
    */
   release(): boolean
+  /**
+   * `release` off the JS thread, for the async `withFileLock`: on libuv's pool as Node's own
+   * `fs.rmdir`, or, where the lock is on a network file system whose refusals are retried for
+   * seconds (an SMB client's EIO window), on the runtime's threads. Resolves what `release`
+   * returns.
+   */
+  releaseAsync(): Promise<boolean>
 }
 
 /** The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time. */

@@ -236,3 +236,45 @@ test('the lock refresh scheduler ends when no lock is left and starts again for 
   assert.equal(r.status, 0, r.stderr)
   assert.deepEqual(JSON.parse(r.stdout), { before: 0, holding: 1, idle: 0, again: 1, refreshed: true, end: 0 })
 })
+
+// The async withFileLock gives its lock back off the JS thread: the lock directory's stat and
+// rmdir may wait on a network file system (an SMB client's EIO window held a holder's event
+// loop for 2.2 s in CI) or hang on a dead mount. strace makes the rmdir of the lock take 1.5 s.
+const RELEASE = `
+const { withFileLock } = require(${JSON.stringify(root)})
+const [file] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+let maxGap = 0
+let last = Date.now()
+const tick = setInterval(() => { const now = Date.now(); maxGap = Math.max(maxGap, now - last); last = now }, 10)
+let out
+withFileLock(file, async () => {
+  await new Promise((r) => setTimeout(r, 100))
+  out = Date.now()
+  maxGap = 0
+  return 'done'
+}).then((r) => {
+  const releaseMs = Date.now() - out
+  // One more tick first: a release that held the JS thread shows as the gap before it.
+  setTimeout(() => {
+    clearInterval(tick)
+    say({ ok: r, releaseMs, maxGap })
+  }, 30)
+}, (e) => say({ error: e.code || e.message }))
+`
+for (const backend of ['native', 'js']) {
+  test(
+    `${backend}: withFileLock's release waits for a slow rmdir off the JS thread`,
+    { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 30_000 },
+    async () => {
+      const file = path.join(tmp('release'), 'f.json')
+      const traced = ['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=rmdir', '-e', 'inject=rmdir:delay_enter=1500000', '-P', `${file}.lock`]
+      const { messages, err } = await start(traced, RELEASE, [file], { PI_NATIVE_BACKEND: backend }).done
+      const r = messages.find((m) => 'ok' in m || 'error' in m)
+      assert.equal(r?.ok, 'done', err)
+      assert.ok(r.releaseMs >= 1400, `the rmdir was delayed (release took ${r.releaseMs} ms)`)
+      assert.ok(r.maxGap < 500, `the event loop stood still ${r.maxGap} ms during the release`)
+      assert.ok(!fs.existsSync(`${file}.lock`), 'nothing left behind')
+    },
+  )
+}

@@ -132,10 +132,13 @@ function lockFs() {
     const attempt = () =>
       gfs[name](...args, (err, ...rest) => {
         if (!err) return cb(null, ...rest)
-        const verdict = judge(err, args[0])
-        const wait = verdict === 'again' ? next() : -1
-        if (wait >= 0) return setTimeout(attempt, wait)
-        cb(verdict instanceof Error ? verdict : err)
+        // A judge may look at the file system: asynchronously here (a promise), so that a
+        // client slow to answer (an SMB client's EIO window) never holds the JS thread.
+        Promise.resolve(judge(err, args[0])).then((verdict) => {
+          const wait = verdict === 'again' ? next() : -1
+          if (wait >= 0) return setTimeout(attempt, wait)
+          cb(verdict instanceof Error ? verdict : err)
+        })
       })
     attempt()
   }
@@ -154,10 +157,11 @@ function lockFs() {
     }
   }
   const mkdirJudge = (err, p) => (!dirTransient(err) ? 'final' : exists(p) ? eexist(p) : 'again')
+  const mkdirJudgeAsync = (err, p) => (!dirTransient(err) ? 'final' : fsp.lstat(p).then(() => eexist(p), () => 'again'))
   const otherJudge = (err) => (['ESTALE', 'EIO'].includes(codeOf(err)) ? 'again' : 'final')
   return {
     ...gfs,
-    mkdir: retrying('mkdir', mkdirJudge),
+    mkdir: retrying('mkdir', mkdirJudgeAsync),
     mkdirSync: retryingSync('mkdir', mkdirJudge),
     rmdir: retrying('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),
     rmdirSync: retryingSync('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),

@@ -338,11 +338,12 @@ async function withFileLock(filePath, fn, options) {
     result = await fn()
   } catch (err) {
     callbackLocks.delete(held)
-    held.release()
+    await held.releaseAsync().catch(() => {}) // fn's error wins (B15)
     throw err
   }
   callbackLocks.delete(held)
-  if (!held.release()) throw compromisedError()
+  // Off the JS thread: the lock directory's stat and rmdir may wait on a network file system.
+  if (!(await held.releaseAsync())) throw compromisedError()
   return result
 }
 

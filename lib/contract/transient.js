@@ -50,6 +50,9 @@ const isDirSync = (dir) => {
   }
 }
 
+// Not statSync: an SMB client in its EIO window answers a stat only after seconds.
+const isDir = (dir) => fsp.stat(dir).then((s) => s.isDirectory(), () => false)
+
 /** `fs.promises.mkdir(dir, { recursive: true })`, through a network file system's refusals. */
 async function mkdirParent(dir) {
   const next = backoff()
@@ -58,7 +61,7 @@ async function mkdirParent(dir) {
       await fsp.mkdir(dir, { recursive: true })
       return
     } catch (err) {
-      if (isDirSync(dir)) return
+      if (await isDir(dir)) return
       const wait = TRANSIENT.has(codeOf(err)) ? next() : -1
       if (wait < 0) throw err
       await sleep(wait)

@@ -570,6 +570,22 @@ impl HeldLock {
     pub fn release(&mut self) -> bool {
         self.guard.take().is_none_or(|g| g.release().is_ok())
     }
+
+    /// `release` off the JS thread, for the async `withFileLock`: on libuv's pool as Node's own
+    /// `fs.rmdir`, or, where the lock is on a network file system whose refusals are retried for
+    /// seconds (an SMB client's EIO window), on the runtime's threads. Resolves what `release`
+    /// returns.
+    #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
+    pub fn release_async<'e>(&mut self, env: &'e Env) -> Result<PromiseRaw<'e, bool>> {
+        let guard = self.guard.take();
+        let may_wait = guard.as_ref().is_some_and(LockGuard::remote);
+        off_thread(
+            env,
+            may_wait,
+            move || Ok(guard.is_none_or(|g| g.release().is_ok())),
+            |_, released| Ok(released),
+        )
+    }
 }
 
 fn callback_lock_options(
