@@ -60,7 +60,7 @@ const PRELUDE = `
   const fs = require('node:fs')
   const path = require('node:path')
   const lib = require(${LIB})
-  const { mkdirParent, mkdirParentSync } = require(${TRANSIENT_JS})
+  const { mkdirParent, mkdirParentSync, codeOf } = require(${TRANSIENT_JS})
   // The harness's own folder: in smbnetfs's window even a mkdir -p of a folder under the share
   // may be answered ENOENT; the harness waits that out (up to 20 s).
   const makeFolder = async (dir) => {
@@ -352,7 +352,7 @@ const INCREMENTER = `${PRELUDE}
         fs.readFileSync(file)
         return false
       } catch (err) {
-        return err.errno === -require('node:os').constants.errno.ESTALE
+        return codeOf(err) === 'ESTALE'
       }
     }
     while (done < Number(n)) {
