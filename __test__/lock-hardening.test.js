@@ -218,7 +218,8 @@ test('the lock refresh scheduler ends when no lock is left and starts again for 
     const scheduler = () => names().filter((n) => n === 'pi-native-locks').length
     const wait = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
     const out = { before: scheduler() }
-    lib.withFileLockSync(dir + '/a.txt', () => { out.holding = scheduler() })
+    // A new thread names itself once it runs: give it a moment (a loaded machine).
+    lib.withFileLockSync(dir + '/a.txt', () => { wait(200); out.holding = scheduler() })
     wait(700)
     out.idle = scheduler()
     lib.withFileLock(dir + '/b.txt', async () => {
