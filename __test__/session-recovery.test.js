@@ -158,6 +158,19 @@ for (const [name, impl] of backends()) {
     assert.equal(await recover(freshDir(), 'x'), null)
   })
 
+  // A14/K1: a tie keeps the order of Node's readdir, which is byte order on Unix and the file
+  // system's own order on Windows (NTFS: by upper-cased name, so 'other' before '_sess-1').
+  // Found by the session-folders fuzz under Wine (seed 1225324379).
+  test(`${name}: equal mtimes keep the order of Node's readdir`, async () => {
+    const dir = freshDir()
+    const names = ['_sess-1.jsonl', 'other.jsonl', 'Zed.jsonl', 'b.jsonl', '~x.jsonl']
+    for (const n of names) writeSession(dir, n, [header(n), assistant(`from ${n}`)], 1_790_000_001.5)
+    const first = fs.readdirSync(dir).find((n) => n.endsWith('.jsonl'))
+    const r = await recover(dir)
+    assert.equal(r.text, `from ${first}`, `readdir order: ${fs.readdirSync(dir).join(' ')}`)
+    assertSameResult(r, await oracle(dir), 'vs the SDK oracle')
+  })
+
   test(`${name}: a 1 MiB single unterminated line → null`, async () => {
     const dir = freshDir()
     writeSession(dir, 'big_s.jsonl', 'x'.repeat(1024 * 1024))

@@ -30,6 +30,12 @@ pub fn open_read_nonblocking(path: &str) -> std::io::Result<File> {
 /// Positioned reads (`pread`): std's own trait on Unix.
 pub use std::os::unix::fs::FileExt as FileReadAt;
 
+/// Put a raw directory listing in the order Node's `readdir` returns (K1): libuv sorts the
+/// names by their bytes on Unix.
+pub fn node_readdir_order(names: &mut [std::ffi::OsString]) {
+    names.sort_unstable_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+}
+
 /// Node's `Stats#mtimeMs`: seconds × 1e3 + nanoseconds / 1e6, in double arithmetic.
 pub fn mtime_ms(meta: &Metadata) -> f64 {
     meta.mtime() as f64 * 1e3 + meta.mtime_nsec() as f64 / 1e6

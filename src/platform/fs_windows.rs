@@ -101,6 +101,10 @@ fn filetime_to_unix(ft: u64) -> (i64, i64) {
     (t.div_euclid(10_000_000), t.rem_euclid(10_000_000) * 100)
 }
 
+/// Put a raw directory listing in the order Node's `readdir` returns (K1): on Windows libuv
+/// keeps the file system's own order (NTFS: by upper-cased name), which `read_dir` also gives.
+pub fn node_readdir_order(_names: &mut [std::ffi::OsString]) {}
+
 /// Node's `Stats#mtimeMs` from the last-write FILETIME.
 pub fn mtime_ms(meta: &Metadata) -> f64 {
     let (sec, nsec) = filetime_to_unix(meta.last_write_time());

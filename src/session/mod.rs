@@ -143,8 +143,8 @@ fn candidates(
             raw.push(e.file_name());
         }
     }
-    // libuv's order: the raw names' bytes (K1), before Node decodes them.
-    raw.sort_unstable_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+    // Node's order of the raw names (K1), before Node decodes them.
+    crate::platform::fs::node_readdir_order(&mut raw);
     // Node decodes a name that is not UTF-8 with U+FFFD replacement (K2) and stats that
     // decoded name: the file itself is never seen, and a file that carries the decoded name is
     // seen once more.
