@@ -7,8 +7,8 @@
 // event carries a state that was never at the path (each write has a unique token, and the test
 // knows which tokens have been at the path); the iteration never hangs.
 //
-// PI_NATIVE_TORTURE_SECONDS: seconds per backend (default 15: 30 s for the file on one Node
-// line). PI_NATIVE_TORTURE_SEED: replay a run (the seed is printed with any failure).
+// PI_NATIVE_TORTURE_SECONDS: seconds per backend (default 15; npm test gives its first Node
+// line 30). PI_NATIVE_TORTURE_SEED: replay a run (the seed is printed with any failure).
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

@@ -80,7 +80,16 @@ function nodeTests(bin, version, env, { withNetworkFs = false } = {}) {
 // The fuzz budget (__test__/fuzz.test.js, 100 s) is spent once, on this first line; the other
 // lines keep that file's default of a few seconds, enough to catch what differs with the Node
 // version (util.isDeepStrictEqual compares constructors from Node 22 on, prototypes before).
-nodeTests(process.execPath, process.versions.node, { PI_NATIVE_FUZZ_SECONDS: process.env.PI_NATIVE_FUZZ_SECONDS ?? '100' }, { withNetworkFs: true })
+// Likewise the watchEntries torture runs 30 s per backend here, 15 s on the other lines.
+nodeTests(
+  process.execPath,
+  process.versions.node,
+  {
+    PI_NATIVE_FUZZ_SECONDS: process.env.PI_NATIVE_FUZZ_SECONDS ?? '100',
+    PI_NATIVE_TORTURE_SECONDS: process.env.PI_NATIVE_TORTURE_SECONDS ?? '30',
+  },
+  { withNetworkFs: true },
+)
 
 // The same suite on the hosts' Node lines (N-API is ABI-stable: the one binary serves all).
 // Each comes from PI_NATIVE_NODE_<major> or the platform's npm package (scripts/node-versions.js);
