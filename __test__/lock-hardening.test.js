@@ -218,12 +218,13 @@ test('the lock refresh scheduler ends when no lock is left and starts again for 
     const scheduler = () => names().filter((n) => n === 'pi-native-locks').length
     const wait = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
     const out = { before: scheduler() }
-    // A new thread names itself once it runs: give it a moment (a loaded machine).
-    lib.withFileLockSync(dir + '/a.txt', () => { wait(200); out.holding = scheduler() })
+    // A new thread names itself once it runs: wait for the name (up to 2 s on a loaded machine).
+    const named = () => { for (let i = 0; i < 100 && scheduler() === 0; i++) wait(20); return scheduler() }
+    lib.withFileLockSync(dir + '/a.txt', () => { out.holding = named() })
     wait(700)
     out.idle = scheduler()
     lib.withFileLock(dir + '/b.txt', async () => {
-      out.again = scheduler()
+      out.again = named()
       const m0 = fs.statSync(dir + '/b.txt.lock').mtimeMs
       await new Promise((r) => setTimeout(r, 3000))
       out.refreshed = fs.statSync(dir + '/b.txt.lock').mtimeMs > m0
