@@ -102,6 +102,82 @@ test(
   },
 )
 
+// A lock directory this process made and then could not remove. Its set-up failed (the network
+// rule's precision probe: utimensat), and so did the clean-up's rmdir, for longer than the
+// transient retries last: an smbnetfs EIO window, seen in CI, where the directory then kept
+// every caller out (its own maker too) until stale plus the attribute-cache bound. strace fails
+// the first utimensat with EIO, and holds the first rmdir 7 s before failing it with EIO. The
+// calls are synchronous: strace counts per thread, and all of them run on the JS thread.
+const ORPHAN = `
+const { withFileLockSync } = require(${JSON.stringify(root)})
+const [file] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+for (let i = 0; i < 2; i++) {
+  const started = Date.now()
+  try {
+    say({ ok: withFileLockSync(file, () => 'done'), ms: Date.now() - started })
+  } catch (e) {
+    say({ error: e.code || e.message, syscall: e.syscall, ms: Date.now() - started })
+  }
+}
+`
+test(
+  'native: a lock directory its own failed clean-up left behind is removed by the next call, not waited out',
+  { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
+  async () => {
+    const file = path.join(tmp('orphan'), 'f.json')
+    const lock = `${file}.lock`
+    // rmdir, or unlinkat(AT_REMOVEDIR) where there is no rmdir syscall (arm64, under qemu).
+    const traced = ['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=utimensat,rmdir,unlinkat', '-e', 'inject=utimensat:error=EIO:when=1', '-e', 'inject=rmdir,unlinkat:error=EIO:delay_enter=7000000:when=1', '-P', lock]
+    const env = { PI_NATIVE_LOCK_FS: 'network', PI_NATIVE_ATTRIBUTE_CACHE_MS: '60000' }
+    const { messages, err } = await start(traced, ORPHAN, [file], env).done
+    assert.equal(messages.length, 2, err)
+    const [first, second] = messages
+    // The first call fails with its set-up's error (as the original's would), after the
+    // clean-up's rmdir was held and refused.
+    assert.deepEqual([first.error, first.syscall], ['EIO', 'utime'], JSON.stringify(first))
+    assert.ok(first.ms >= 6900, `the clean-up's rmdir was held (the call took ${first.ms} ms)`)
+    // The second finds the directory the first left, knows it for its own, and takes the lock
+    // at once (it used to wait out stale plus the 60 s bound: ELOCKED).
+    assert.equal(second.ok, 'done', JSON.stringify(second))
+    assert.ok(!fs.existsSync(lock), 'nothing left behind')
+  },
+)
+
+// The waits between attempts follow each failed attempt, as proper-lockfile's (node-retry's
+// timers) do: an attempt that takes long in the file system (a network client retrying) does
+// not eat the waits that follow it. The schedule used to run from the first attempt, so after
+// a slow one the rest came in a burst and the call gave up as soon as it had begun waiting.
+// strace holds the first mkdir of the lock directory 1.5 s; the lock is held meanwhile.
+const WAITER = `
+const { withFileLock } = require(${JSON.stringify(root)})
+const [file] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+const started = Date.now()
+withFileLock(file, () => 'in').then((r) => say({ ok: r, ms: Date.now() - started }), (e) => say({ error: e.code, ms: Date.now() - started }))
+`
+for (const backend of ['native', 'js']) {
+  test(
+    `${backend}: after a slow attempt the waits of the schedule still follow (B17: ELOCKED after the slow attempt plus 3.3 s)`,
+    { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
+    async () => {
+      const file = path.join(tmp('slow-attempt'), 'f.json')
+      let release
+      const held = new Promise((inside) => native.withFileLock(file, () => (inside(), new Promise((r) => (release = r)))))
+      await held
+      try {
+        const traced = ['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=mkdir,mkdirat', '-e', 'inject=mkdir,mkdirat:delay_enter=1500000:when=1', '-P', `${file}.lock`]
+        const { messages, err } = await start(traced, WAITER, [file], { PI_NATIVE_BACKEND: backend }).done
+        const r = messages[0]
+        assert.equal(r?.error, 'ELOCKED', `${JSON.stringify(r)} ${err}`)
+        assert.ok(r.ms >= 1500 + 3275 - 100, `ELOCKED after ${r.ms} ms: the waits after the 1.5 s attempt were cut short`)
+      } finally {
+        release()
+      }
+    },
+  )
+}
+
 /** Inotify instances a process holds now (Linux: its fds that are anon_inode:inotify). */
 const WAITERS = `
 const fs = require('node:fs')

@@ -575,8 +575,10 @@ impl LockGuard {
             // take the lock over in it only after judging it stale, i.e. if this thread stalled
             // there for longer than a refresh period (1 s) plus the time left to the threshold.
             let (ours, mut disk) = still_ours(&self.lock_path, &self.disk, disk);
-            if ours {
-                remove_lock_dir(&self.lock_path, disk.remote);
+            if ours && !remove_lock_dir(&self.lock_path, disk.remote) {
+                if let Hold::Held { id, .. } = disk.hold {
+                    remember_orphan(&self.lock_path, id);
+                }
             }
             let lost = matches!(disk.hold, Hold::Lost);
             // The refresher never touches a path once it is released.
@@ -679,16 +681,58 @@ fn still_ours<'a>(
 
 /// Remove a lock directory known to be ours (a release); on a network file system a transient
 /// refusal (a client that still has it open) is tried again, so that it does not stay behind
-/// for others to wait out.
-fn remove_lock_dir(lock_path: &str, remote: bool) {
-    let _ = transient::retry(
+/// for others to wait out. Whether it is gone.
+fn remove_lock_dir(lock_path: &str, remote: bool) -> bool {
+    transient::retry(
         Op::Dir,
         || remote,
         || match std::fs::remove_dir(lock_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             r => r,
         },
-    );
+    )
+    .is_ok()
+}
+
+/// Lock directories of ours that could not be removed (a set-up that failed, or a release,
+/// while a network client's EIO window outlasted the transient retries): path → (device, mtime
+/// as last read back from the server). At most [`MAX_SIGHTINGS`]; past that the memory starts
+/// over (a directory forgotten is only waited out by the stale rule, as any other).
+fn own_orphans() -> std::sync::MutexGuard<'static, HashMap<String, (u64, i128)>> {
+    static ORPHANS: OnceLock<Mutex<HashMap<String, (u64, i128)>>> = OnceLock::new();
+    ORPHANS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Remember a directory of ours that could not be removed, as `id` last showed it.
+fn remember_orphan(lock_path: &str, id: DirId) {
+    let mut orphans = own_orphans();
+    if orphans.len() >= MAX_SIGHTINGS {
+        orphans.clear();
+    }
+    orphans.insert(lock_path.to_string(), (id.0, id.2));
+}
+
+/// L2a: a lock directory found at `lock_path` that is one this process made and could not
+/// remove (see [`own_orphans`]) is removed now, so that the attempt can make it again instead of
+/// waiting it out. Ours is recognized by device and mtime, as the network rule recognizes a
+/// lock (libfuse clients that open by path change a directory's inode number): a successor
+/// could only have been made after ours was judged stale, at least 2 s (proper-lockfile's floor
+/// on `stale`) after our mtime, so it cannot carry ours. Whether it was removed.
+fn reclaim_own_orphan(lock_path: &str, found: DirId) -> bool {
+    let Some(ours) = own_orphans().remove(lock_path) else {
+        return false;
+    };
+    if ours != (found.0, found.2) {
+        return false; // not ours any more: judged by the stale rule like any lock
+    }
+    if remove_lock_dir(lock_path, true) {
+        return true;
+    }
+    own_orphans().insert(lock_path.to_string(), ours);
+    false
 }
 
 /// L1: the lock directory for a target and the resolved target. With `realpath` on, the
@@ -771,7 +815,8 @@ fn attempt_on_disk(lock_path: &str, file: &str, opts: &LockOptions) -> Result<Ma
         Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
     };
     let remote = matches!(opts.fs, FsRule::Auto) && folder_remote(lock_path, found.0);
-    let stale = if network_rule(remote, opts) {
+    let network = network_rule(remote, opts);
+    if network {
         // The server's answer where the client can be made to ask for it.
         found = match stamp_retried(lock_path, true) {
             Ok(s) => s,
@@ -780,6 +825,11 @@ fn attempt_on_disk(lock_path: &str, file: &str, opts: &LockOptions) -> Result<Ma
             }
             Err(e) => return Err(FsError::io(&e, "stat", lock_path)),
         };
+    }
+    if reclaim_own_orphan(lock_path, found) {
+        return mkdir_and_stat(lock_path, opts).map_err(|e| locked_if_exists(e, file));
+    }
+    let stale = if network {
         stale_on_network(lock_path, found, opts)
     } else {
         found.2.div_euclid(1_000_000) < now_ms() as i128 - opts.stale_ms as i128
@@ -934,11 +984,17 @@ fn eexist() -> i32 {
 /// it is, and be judged stale that much too soon.
 fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<Made, FsError> {
     make_lock_dir(lock_path)?;
-    let failed = |e: std::io::Error, syscall: &'static str| {
-        remove_lock_dir(lock_path, true);
+    // A set-up that failed takes its directory back; one that cannot be removed either is
+    // remembered as ours when we know what it looks like (L2a).
+    let failed = |e: std::io::Error, syscall: &'static str, seen: Option<DirId>| {
+        if !remove_lock_dir(lock_path, true) {
+            if let Some(id) = seen {
+                remember_orphan(lock_path, id);
+            }
+        }
         FsError::io(&e, syscall, lock_path)
     };
-    let id = stamp_retried(lock_path, false).map_err(|e| failed(e, "stat"))?;
+    let id = stamp_retried(lock_path, false).map_err(|e| failed(e, "stat", None))?;
     let remote = folder_remote(lock_path, id.0);
     let network = network_rule(remote, opts);
     let sub_second = id.2.rem_euclid(1_000_000_000) != 0;
@@ -968,8 +1024,14 @@ fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<Made, FsError> 
             remote,
         });
     };
-    platform::fs::set_times(lock_path, t).map_err(|e| failed(e, "utime"))?;
-    let id = stamp_retried(lock_path, network).map_err(|e| failed(e, "stat"))?;
+    let seen = Some(id);
+    transient::retry(
+        Op::Read,
+        || folder_remote_now(lock_path),
+        || platform::fs::set_times(lock_path, t),
+    )
+    .map_err(|e| failed(e, "utime", seen))?;
+    let id = stamp_retried(lock_path, network).map_err(|e| failed(e, "stat", seen))?;
     let whole = known.unwrap_or_else(|| {
         let whole = id.2.rem_euclid(1_000_000_000) / 1_000_000 == 0;
         remember_precision(folder, whole);
@@ -1013,8 +1075,13 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
         sync: matches!(opts.retry, Retry::Sync { .. }),
     };
     let mut errors: Vec<FsError> = Vec::new();
-    let start = Instant::now();
     let mut k = 1; // the scheduled attempt this is (B17/B18)
+
+    // Each wait of the schedule runs from the failure of the scheduled attempt before it, as
+    // proper-lockfile's timers do: a slow attempt does not shorten the waits after it. An
+    // extra attempt (a notified wake-up) leaves the schedule where it was.
+    let mut failed_at = Instant::now();
+    let mut extra = false;
     let mut watch = Watch::Off;
     let mut parent_checked = !opts.create_parent;
     // Err(Some(e)): the target's folder could not be made, a final error of its own.
@@ -1057,19 +1124,26 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 if !retryable || k >= attempts {
                     break Err(None);
                 }
+                if !std::mem::take(&mut extra) {
+                    failed_at = Instant::now();
+                }
                 if watch == Watch::Off
                     && opts.retry.wait(k) >= WATCH_FROM_WAIT
                     && errors.last().is_some_and(|e| e.is("ELOCKED"))
                 {
                     watch = Watch::start(&guard.lock_path);
                     if watch == Watch::On {
+                        extra = true;
                         continue; // the holder may have let go before the watch was set up
                     }
                 }
-                let due = start + (1..=k).map(|i| opts.retry.wait(i)).sum::<Duration>();
+                let due = failed_at + opts.retry.wait(k);
                 match watch.wait(opts.owner, due, &guard.lock_path, seen) {
                     Wake::Due => k += 1,
-                    Wake::Removed => lock_state().notified_attempts += 1,
+                    Wake::Removed => {
+                        lock_state().notified_attempts += 1;
+                        extra = true;
+                    }
                     Wake::Cancelled => break Err(None),
                 }
             }
@@ -1289,6 +1363,31 @@ mod tests {
         let d = std::env::temp_dir().join(format!("pi-native-lock-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d.join("target.json").to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn own_orphans_are_removed_only_as_recorded() {
+        let lock = format!("{}.lock", tmp("own-orphan"));
+        let exists = || std::path::Path::new(&lock).exists();
+        std::fs::create_dir(&lock).unwrap();
+        let id = platform::fs::stamp_of(&lock).unwrap();
+        assert!(!reclaim_own_orphan(&lock, id), "never recorded: not ours");
+        assert!(exists());
+        // Recorded with another mtime: a successor's lock, left alone (and ours forgotten).
+        let earlier = id.2 - 2_000_000_000;
+        remember_orphan(&lock, (id.0, id.1, earlier));
+        assert!(!reclaim_own_orphan(&lock, id));
+        assert!(exists());
+        assert!(!own_orphans().contains_key(&lock));
+        // Another device: not ours either.
+        remember_orphan(&lock, (id.0 ^ 1, id.1, id.2));
+        assert!(!reclaim_own_orphan(&lock, id));
+        assert!(exists());
+        // As read back after its mkdir (whatever its inode now): removed, and forgotten.
+        remember_orphan(&lock, (id.0, id.1 ^ 1, id.2));
+        assert!(reclaim_own_orphan(&lock, id));
+        assert!(!exists());
+        assert!(!own_orphans().contains_key(&lock));
     }
 
     #[test]
