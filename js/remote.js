@@ -38,6 +38,12 @@ function isRemoteDir(dir) {
 }
 
 const READ_TRANSIENT = new Set(['ESTALE', 'EIO'])
+// GlusterFS answers the close of a file that another client replaced meanwhile with ENOENT (its
+// flush), after a read that succeeded, and such a read may come back empty. A read-only
+// descriptor has nothing to flush, so its close's error is dropped; an empty read is made again
+// by the name, up to this many times more (entries are written whole and renamed into place: an
+// entry that stays empty is one, and is answered as read).
+const EMPTY_RETRIES = 3
 
 /**
  * The text of `file` as the server has it now, or undefined where none can be read. A listing
@@ -49,17 +55,18 @@ const READ_TRANSIENT = new Set(['ESTALE', 'EIO'])
  */
 async function readCurrent(file) {
   const next = backoff()
-  for (;;) {
+  for (let empty = 0; ; ) {
     let listed = false
+    let text
     try {
       listed = (await fsp.readdir(path.dirname(file))).includes(path.basename(file))
       const fh = await fsp.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
       try {
         await fsp.link(file, file).catch(() => {})
         if (!(await fh.stat()).isFile()) return undefined
-        return await fh.readFile('utf8')
+        text = await fh.readFile('utf8')
       } finally {
-        await fh.close()
+        await fh.close().catch(() => {})
       }
     } catch (err) {
       // Listed, yet not found: a client that leads the name to a removed file (GlusterFS).
@@ -67,15 +74,19 @@ async function readCurrent(file) {
       const wait = again ? next() : -1
       if (wait < 0) return undefined
       await sleep(wait)
+      continue
     }
+    if (text !== '' || empty++ >= EMPTY_RETRIES) return text
+    await sleep(Math.max(0, next()))
   }
 }
 
 /** `readCurrent` on the calling thread. */
 function readCurrentSync(file) {
   const next = backoff()
-  for (;;) {
+  for (let empty = 0; ; ) {
     let listed = false
+    let text
     try {
       listed = fs.readdirSync(path.dirname(file)).includes(path.basename(file))
       const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
@@ -84,16 +95,21 @@ function readCurrentSync(file) {
           fs.linkSync(file, file)
         } catch {}
         if (!fs.fstatSync(fd).isFile()) return undefined
-        return fs.readFileSync(fd, 'utf8')
+        text = fs.readFileSync(fd, 'utf8')
       } finally {
-        fs.closeSync(fd)
+        try {
+          fs.closeSync(fd)
+        } catch {}
       }
     } catch (err) {
       const again = READ_TRANSIENT.has(codeOf(err)) || (codeOf(err) === 'ENOENT' && listed)
       const wait = again ? next() : -1
       if (wait < 0) return undefined
       sleepSync(wait)
+      continue
     }
+    if (text !== '' || empty++ >= EMPTY_RETRIES) return text
+    sleepSync(Math.max(0, next()))
   }
 }
 
