@@ -728,11 +728,16 @@ fn reclaim_own_orphan(lock_path: &str, found: DirId) -> bool {
     if ours != (found.0, found.2) {
         return false; // not ours any more: judged by the stale rule like any lock
     }
-    if remove_lock_dir(lock_path, true) {
-        return true;
+    // One `rmdir`, not the transient retries: the attempt must stay short (a lock made at its
+    // end counts as refreshed at its start), and the schedule's next attempt tries again.
+    match std::fs::remove_dir(lock_path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(_) => {
+            own_orphans().insert(lock_path.to_string(), ours);
+            false
+        }
     }
-    own_orphans().insert(lock_path.to_string(), ours);
-    false
 }
 
 /// L1: the lock directory for a target and the resolved target. With `realpath` on, the
@@ -1024,13 +1029,10 @@ fn mkdir_and_stat(lock_path: &str, opts: &LockOptions) -> Result<Made, FsError> 
             remote,
         });
     };
+    // Not tried again: a lock whose mtime lands late is already old in the others' eyes (its
+    // holder would be told it lost it); the attempt fails and the schedule makes the next.
     let seen = Some(id);
-    transient::retry(
-        Op::Read,
-        || folder_remote_now(lock_path),
-        || platform::fs::set_times(lock_path, t),
-    )
-    .map_err(|e| failed(e, "utime", seen))?;
+    platform::fs::set_times(lock_path, t).map_err(|e| failed(e, "utime", seen))?;
     let id = stamp_retried(lock_path, network).map_err(|e| failed(e, "stat", seen))?;
     let whole = known.unwrap_or_else(|| {
         let whole = id.2.rem_euclid(1_000_000_000) / 1_000_000 == 0;
