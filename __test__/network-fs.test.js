@@ -357,17 +357,18 @@ const INCREMENTER = `${PRELUDE}
   const [agentDir, id, n, mode] = process.argv.slice(1)
   const bump = (e) => ({ ...e, taskRef: String(Number(e.taskRef) + 1), heartbeatAt: new Date().toISOString() })
   ;(async () => {
-    let done = 0, conflicts = 0, locked = 0, unreadable = 0, refused = 0, compromised = 0, incoherent = 0
+    let done = 0, conflicts = 0, locked = 0, unreadable = 0, refused = 0, compromised = 0, incoherent = 0, robbed = 0
     let readable = Date.now()
     const file = path.join(agentDir, 'state', 'process-matrix', id + '.json')
-    // A plain read through this mount, right after: does the client refuse the entry (ESTALE)?
+    // A plain read through this mount, right after: does the client refuse the entry (ESTALE;
+    // EIO, an SMB client's window, where the suite allows it: NETFS_EIO_REFUSALS)?
     // (Node 20's readFileSync with an encoding aborts on an ESTALE close; the Buffer form throws.)
     const clientRefuses = () => {
       try {
         fs.readFileSync(file)
         return false
       } catch (err) {
-        return codeOf(err) === 'ESTALE'
+        return codeOf(err) === 'ESTALE' || (codeOf(err) === 'EIO' && process.env.NETFS_EIO_REFUSALS === '1')
       }
     }
     while (done < Number(n)) {
@@ -402,10 +403,13 @@ const INCREMENTER = `${PRELUDE}
         if (err.code === 'ELOCKED') locked++
         else if (err.code === 'ERR_PI_NATIVE_INCOHERENT') incoherent++
         else if (err.code === 'ECOMPROMISED') compromised++
+        // The original's lockSync (the JS backend) whose new lock directory another client
+        // removed at once as stale (the 2 s rule on a cached mtime): its mtime probe fails.
+        else if (process.env.PI_NATIVE_BACKEND === 'js' && err.code === 'ENOENT' && err.syscall === 'utime' && String(err.path).endsWith('.lock')) robbed++
         else throw err
       }
     }
-    console.log(JSON.stringify({ conflicts, locked, unreadable, refused, compromised, incoherent }))
+    console.log(JSON.stringify({ done, conflicts, locked, unreadable, refused, compromised, incoherent, robbed }))
   })().catch((err) => { console.error(err); process.exit(2) })
 `
 
@@ -414,12 +418,12 @@ const INCREMENTER = `${PRELUDE}
  * `serverView` as the server keeps it, read `settleMs` after the writers end (a client's view
  * stands in for the server on JuiceFS: its caches must have expired).
  */
-async function casCounters(t, { label, views, serverView, mode, perWriter, backend = 'native', settleMs = 0, wedge = false }) {
+async function casCounters(t, { label, views, serverView, mode, perWriter, backend = 'native', settleMs = 0, wedge = false, jsReadGap = false, loudLoss = false }) {
   const e = makeEntry('worker', `cas-${mode}-${backend}`, { taskRef: '0' })
   const lib = require('../lib/index.js')
   await lib.writeEntry(views[0], e)
   const started = Date.now()
-  const writers = views.map((v) => node(INCREMENTER, { args: [v, e.entryId, perWriter, mode], env: { PI_NATIVE_BACKEND: backend } }))
+  const writers = views.map((v) => node(INCREMENTER, { args: [v, e.entryId, perWriter, mode], env: { PI_NATIVE_BACKEND: backend, NETFS_EIO_REFUSALS: loudLoss ? '1' : '0' } }))
   const results = await Promise.all(writers.map((w) => w.done))
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   for (const [k, r] of results.entries()) assert.equal(r.code, 0, `${label}: writer ${k} crashed: ${r.err}`)
@@ -429,8 +433,9 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
   const file = path.join(serverView, 'state', 'process-matrix', `${e.entryId}.json`)
   if (stats.some((s) => s.wedged)) {
     // Allowed only where the file system is known to wedge a name, and only if it really did:
-    // every client is refused the entry (ESTALE, or ENOENT for a name the server lists) while
-    // the server's folder has it.
+    // every client whose writer found the entry unreadable for 20 s is refused it (ESTALE, or
+    // ENOENT for a name the server lists) while the server's folder has it. The wedge may hold
+    // in one client only (its mount's other writers then read on).
     const refused = views.map((v) => {
       try {
         fs.readFileSync(path.join(v, 'state', 'process-matrix', `${e.entryId}.json`))
@@ -441,23 +446,30 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
     })
     t.diagnostic(`${label}: the server wedged the entry's name after ${sum('done')} of ${views.length * perWriter} increments; clients: ${refused.join(', ')}; CAS calls failed ERR_PI_NATIVE_INCOHERENT: ${sum('incoherent')}`)
     assert.ok(wedge, `${label}: a writer found the entry unreadable for 20 s`)
-    assert.ok(fs.existsSync(file) && refused.every((c) => c === 'ESTALE' || c === 'ENOENT'), `${label}: the entry was unreadable though not every client is refused it (${refused.join(', ')})`)
-    t.skip(`${wedge} (every client refused the entry: ${refused.join(', ')}; nothing lost: the server has ${JSON.parse(fs.readFileSync(file, 'utf8')).taskRef} of ${sum('done')} increments made)`)
+    const wedgedViews = refused.filter((_, k) => stats[k].wedged)
+    assert.ok(fs.existsSync(file) && wedgedViews.every((c) => c === 'ESTALE' || c === 'ENOENT'), `${label}: a writer found the entry unreadable though its client is not refused it (${refused.join(', ')})`)
+    t.skip(`${wedge} (the clients of the stopped writers refused the entry: ${refused.join(', ')}; the server has ${JSON.parse(fs.readFileSync(file, 'utf8')).taskRef} of ${sum('done')} increments made)`)
     return
   }
   const final = JSON.parse(fs.readFileSync(file, 'utf8'))
   const expected = views.length * perWriter
   t.diagnostic(
     `${label}: ${Number(final.taskRef)}/${expected} increments kept in ${seconds} s; ` +
-      `CAS false ${sum('conflicts')}, ELOCKED ${sum('locked')}, readEntry undefined ${sum('unreadable')} (+ ${sum('refused')} while the client refused the entry), ECOMPROMISED ${sum('compromised')}`,
+      `CAS false ${sum('conflicts')}, ELOCKED ${sum('locked')}, readEntry undefined ${sum('unreadable')} (+ ${sum('refused')} while the client refused the entry), ECOMPROMISED ${sum('compromised')}` +
+      (sum('robbed') ? `; ${sum('robbed')} sync CAS calls of the original's lock robbed at once (ENOENT from its mtime probe)` : ''),
   )
   assert.equal(Number(final.taskRef), expected, `${label}: ${expected - Number(final.taskRef)} increments lost`)
   assert.equal(sum('compromised'), 0, `${label}: ${sum('compromised')} CAS calls were robbed of their lock (ECOMPROMISED)`)
   assert.equal(sum('incoherent'), 0, `${label}: ${sum('incoherent')} CAS calls found no coherent read (ERR_PI_NATIVE_INCOHERENT)`)
-  assert.equal(sum('unreadable'), 0, `${label}: readEntry answered undefined ${sum('unreadable')} times for an entry that exists`)
+  // The JS backend on GlusterFS cannot tell a read misled by the client from an absent entry
+  // (jsReadGap: COMPATIBILITY.md, "GlusterFS"): reported there; everywhere else none is allowed.
+  if (jsReadGap && backend === 'js') {
+    if (sum('unreadable')) t.diagnostic(`${label}: readEntry answered undefined ${sum('unreadable')} times (the JS backend's gap on this file system)`)
+  } else assert.equal(sum('unreadable'), 0, `${label}: readEntry answered undefined ${sum('unreadable')} times for an entry that exists`)
   // A client refusing the entry past readEntry's retries: only where the server is known to
   // wedge names, and then reported.
-  if (!wedge) assert.equal(sum('refused'), 0, `${label}: the client refused the entry (ESTALE) past readEntry's retries ${sum('refused')} times`)
+  // So may an SMB client's EIO window that outlasts them (loudLoss: LOUD_LOSS).
+  if (!wedge && !loudLoss) assert.equal(sum('refused'), 0, `${label}: the client refused the entry (ESTALE) past readEntry's retries ${sum('refused')} times`)
   assert.deepEqual(fs.readdirSync(path.dirname(file)), [`${e.entryId}.json`], 'no lock directory or temp file left')
 }
 
@@ -843,6 +855,11 @@ const FIRST_LOOK_CACHE = { sshfs: 0, glusterfs: 2000, juicefs: 2000, smb: 2000 }
 // mkdir through one mount racing the rmdir of that lock through the other), answers EIO for
 // everything on the server for about 3 s. No overlap is allowed there either.
 const LOUD_LOSS = { sshfs: false, glusterfs: false, juicefs: false, smb: true }
+// File systems where the JS backend's readEntry may answer undefined for an entry that exists:
+// GlusterFS answers a read ENOENT while the name is listed, for longer than the retries, under
+// heavy cross-client renames; the native reads compare the opened file with the listing and ask
+// the server for its attributes, which Node cannot (COMPATIBILITY.md).
+const JS_READ_GAP = { sshfs: false, glusterfs: true, juicefs: false, smb: false }
 // File systems whose server may wedge an entry's name after cross-client renames: GlusterFS 10.3
 // (one brick) at times keeps leading the name to the gfid handle of the file a rename replaced,
 // and every client, a fresh mount too, gets ESTALE for it until a brick restart; about 1 counter
@@ -942,7 +959,7 @@ describe('issues 28 and 34: locks and CAS on a folder shared by machines', { con
             counters(() => {
               const sub = `cas-${backend}-${mode}`
               const views = [...Array(WRITERS_PER_MOUNT).fill(A(sub)), ...Array(WRITERS_PER_MOUNT).fill(B(sub))]
-              return casCounters(t, { label: `${kind} ${backend} ${mode}`, views, serverView: S(sub), mode, perWriter: INCREMENTS, backend, settleMs: SETTLE_MS[kind], wedge: WEDGE[kind] ?? false })
+              return casCounters(t, { label: `${kind} ${backend} ${mode}`, views, serverView: S(sub), mode, perWriter: INCREMENTS, backend, settleMs: SETTLE_MS[kind], wedge: WEDGE[kind] ?? false, jsReadGap: JS_READ_GAP[kind], loudLoss: LOUD_LOSS[kind] })
             }))
         }
       }
