@@ -70,6 +70,8 @@ process.stdin.on('data', (d) => {
 for (const [name, s] of backends()) {
   test(`${name}: watchEntries torture: ${SECONDS} s of random changes to the entries and to every folder of the path, a slow consumer`, { skip: wine || windows, timeout: (SECONDS + 120) * 1000 }, async (t) => {
     const seed = Number(process.env.PI_NATIVE_TORTURE_SEED ?? Math.floor(Math.random() * 2 ** 32))
+    // Said first, so that a failed run can be replayed (PI_NATIVE_TORTURE_SEED).
+    t.diagnostic(`${name}: seed ${seed}`)
     const rand = rng(seed)
     const pick = (xs) => xs[Math.floor(rand() * xs.length)]
     const top = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-torture-'))
