@@ -683,15 +683,15 @@ fn still_ours<'a>(
 /// refusal (a client that still has it open) is tried again, so that it does not stay behind
 /// for others to wait out. Whether it is gone.
 fn remove_lock_dir(lock_path: &str, remote: bool) -> bool {
-    transient::retry(
-        Op::Dir,
-        || remote,
-        || match std::fs::remove_dir(lock_path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            r => r,
-        },
-    )
-    .is_ok()
+    transient::retry(Op::Dir, || remote, || rmdir_gone(lock_path)).is_ok()
+}
+
+/// One `rmdir` of a lock directory; already gone counts as done.
+fn rmdir_gone(lock_path: &str) -> std::io::Result<()> {
+    match std::fs::remove_dir(lock_path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 /// Lock directories of ours that could not be removed (a set-up that failed, or a release,
@@ -730,14 +730,11 @@ fn reclaim_own_orphan(lock_path: &str, found: DirId) -> bool {
     }
     // One `rmdir`, not the transient retries: the attempt must stay short (a lock made at its
     // end counts as refreshed at its start), and the schedule's next attempt tries again.
-    match std::fs::remove_dir(lock_path) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(_) => {
-            own_orphans().insert(lock_path.to_string(), ours);
-            false
-        }
+    if rmdir_gone(lock_path).is_ok() {
+        return true;
     }
+    own_orphans().insert(lock_path.to_string(), ours);
+    false
 }
 
 /// L1: the lock directory for a target and the resolved target. With `realpath` on, the
