@@ -144,6 +144,46 @@ test(
   },
 )
 
+// A holder whose refreshes all fail (an SMB client's EIO window outlasting the stale threshold),
+// with nobody taking its lock: it is told ECOMPROMISED, and its release removes its directory,
+// still there as it last set it (L2c). It used to leave it, and under the network rule every
+// caller, its own process too, then waited 62 s to judge it stale: the slow SMB CAS runs. strace
+// fails every openat of the lock directory (each refresh opens it) with EIO.
+const EXPIRED = `
+const { withFileLock } = require(${JSON.stringify(root)})
+const [file] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+;(async () => {
+  for (const ms of [3000, 0]) {
+    const started = Date.now()
+    try {
+      say({ ok: await withFileLock(file, () => new Promise((r) => setTimeout(() => r('done'), ms))), ms: Date.now() - started })
+    } catch (e) {
+      say({ error: e.code || e.message, ms: Date.now() - started, left: require('node:fs').existsSync(file + '.lock') })
+    }
+  }
+})()
+`
+test(
+  'native: a holder whose refreshes failed past the threshold, its lock not taken, gets ECOMPROMISED and removes its own directory',
+  { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
+  async () => {
+    const file = path.join(tmp('expired'), 'f.json')
+    const lock = `${file}.lock`
+    const traced = ['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=openat', '-e', 'inject=openat:error=EIO', '-P', lock]
+    const env = { PI_NATIVE_LOCK_FS: 'network', PI_NATIVE_ATTRIBUTE_CACHE_MS: '60000' }
+    const { messages, err } = await start(traced, EXPIRED, [file], env).done
+    assert.equal(messages.length, 2, err)
+    const [first, second] = messages
+    assert.deepEqual([first.error, first.left], ['ECOMPROMISED', false], `told, and nothing left behind: ${JSON.stringify(first)}`)
+    // The next call gets in at once (it used to find the directory left and wait out stale
+    // plus the 60 s bound: ELOCKED after its retries).
+    assert.equal(second.ok, 'done', JSON.stringify(second))
+    assert.ok(second.ms < 1000, `the next call waited ${second.ms} ms`)
+    assert.ok(!fs.existsSync(lock), 'nothing left behind')
+  },
+)
+
 // The waits between attempts follow each failed attempt, as proper-lockfile's (node-retry's
 // timers) do: an attempt that takes long in the file system (a network client retrying) does
 // not eat the waits that follow it. The schedule used to run from the first attempt, so after

@@ -193,9 +193,12 @@ pub fn touch_dir_if(
         Ok(m) => stamp(&m),
         Err(e) => return Touched::Failed(e),
     };
+    // Replaced while we touched: our touch landed on our own (removed) directory. Looked up
+    // while the descriptor is still open: it pins the inode, so a libfuse client that opens by
+    // path cannot give the same directory a new inode number in between.
+    let now = std::fs::symlink_metadata(path);
     drop(dir);
-    // Replaced while we touched: our touch landed on our own (removed) directory.
-    match std::fs::symlink_metadata(path) {
+    match now {
         Ok(m) if (m.dev(), m.ino()) == (after.0, after.1) => Touched::Done(after),
         Ok(_) => Touched::NotOurs,
         Err(e) if gone(&e) => Touched::NotOurs,

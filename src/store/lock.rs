@@ -155,6 +155,21 @@ pub fn normalize_stale(stale: Option<f64>) -> u64 {
 /// A lock directory as found on disk: (device, inode, mtime in ns).
 type DirId = platform::fs::Stamp;
 
+/// L2b: whether `found` is the lock directory recorded as `ours`. On a local file system by
+/// device, inode and mtime. On a network or FUSE one (`remote`) by device and mtime only:
+/// libfuse clients that open by path (smbnetfs, sshfs) give the same directory a new inode
+/// number once the kernel forgot it (seen on smbnetfs every few seconds while its client has
+/// EIO windows), which would tell a holder it lost a lock nobody took. The mtime is ours (we set
+/// it at every refresh); a successor can only be made after ours was judged stale, at least 2 s
+/// after that mtime, so it cannot carry it.
+pub(super) fn same_dir(remote: bool, found: DirId, ours: DirId) -> bool {
+    if remote {
+        (found.0, found.2) == (ours.0, ours.2)
+    } else {
+        found == ours
+    }
+}
+
 /// Where one acquisition stands with its lock directory.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Hold {
@@ -164,9 +179,11 @@ pub(super) enum Hold {
     /// that counts suspended time: from `refreshed` + the stale threshold on, another process
     /// may judge it stale).
     Held { id: DirId, refreshed: BootInstant },
-    /// Not ours any more (taken over, removed), or possibly not (no successful refresh within
-    /// the stale threshold). Nothing on disk is touched again.
-    Lost,
+    /// Not ours any more (taken over, removed: `left` is None), or possibly not (no successful
+    /// refresh within the stale threshold: `left` is the directory as we last set it). Nothing
+    /// on disk is touched again, but for the release's removal of `left` if it is still there,
+    /// unchanged (L2c).
+    Lost { left: Option<DirId> },
     /// Given back, or never taken.
     Released,
 }
@@ -217,7 +234,9 @@ impl Disk {
     pub(super) fn check_deadline(&mut self) -> bool {
         match self.deadline() {
             Some(d) if BootInstant::now() > d => {
-                self.hold = Hold::Lost;
+                if let Hold::Held { id, .. } = self.hold {
+                    self.hold = Hold::Lost { left: Some(id) };
+                }
                 false
             }
             Some(_) => true,
@@ -580,7 +599,16 @@ impl LockGuard {
                     remember_orphan(&self.lock_path, id);
                 }
             }
-            let lost = matches!(disk.hold, Hold::Lost);
+            // L2c: lost by its deadline only (refreshes failed, nobody took it): our directory,
+            // if still there unchanged, is removed rather than left for others to wait out (the
+            // network rule's 62 s). Not while a refresh is in flight: the mount may be hung, and a
+            // release never waits for it; its touch may also have landed (another mtime).
+            if let Hold::Lost { left: Some(id) } = disk.hold {
+                if !disk.touching {
+                    remove_if_unchanged(&self.lock_path, id, disk.remote);
+                }
+            }
+            let lost = matches!(disk.hold, Hold::Lost { .. });
             // The refresher never touches a path once it is released.
             disk.hold = Hold::Released;
             if lost {
@@ -660,7 +688,7 @@ fn still_ours<'a>(
             },
         );
         match found {
-            Ok(s) if s == id => return (true, disk),
+            Ok(s) if same_dir(remote, s, id) => return (true, disk),
             _ if disk.touching => {
                 let wait = disk
                     .deadline()
@@ -672,7 +700,7 @@ fn still_ours<'a>(
                     .0;
             }
             _ => {
-                disk.hold = Hold::Lost;
+                disk.hold = Hold::Lost { left: None };
                 return (false, disk);
             }
         }
@@ -684,6 +712,18 @@ fn still_ours<'a>(
 /// for others to wait out. Whether it is gone.
 fn remove_lock_dir(lock_path: &str, remote: bool) -> bool {
     transient::retry(Op::Dir, || remote, || rmdir_gone(lock_path)).is_ok()
+}
+
+/// L2c: remove the lock directory at `lock_path` if it is still `id`, ours as last set, though
+/// the lock counts as lost (no successful refresh within the threshold); remembered as an
+/// orphan (L2a) if it cannot be removed now. The `stat` asks the server (a client cache could
+/// show our mtime over a successor's directory); what stays unfenced is the moment between it
+/// and the `rmdir`, as in every release.
+fn remove_if_unchanged(lock_path: &str, id: DirId, remote: bool) {
+    let found = transient::retry(Op::Read, || remote, || platform::fs::stamp_fresh(lock_path));
+    if found.is_ok_and(|s| same_dir(remote, s, id)) && !remove_lock_dir(lock_path, remote) {
+        remember_orphan(lock_path, id);
+    }
 }
 
 /// One `rmdir` of a lock directory; already gone counts as done.
@@ -1687,11 +1727,21 @@ mod tests {
             g.release(),
             Err(FsError::Compromised { file: file.clone() })
         );
-        assert!(
-            std::path::Path::new(&format!("{file}.lock")).is_dir(),
-            "left alone"
+        // L2c: nobody took it, it is still ours as last set: removed, not left to be waited out.
+        assert!(!std::path::Path::new(&format!("{file}.lock")).exists());
+
+        // Taken over meanwhile (another directory at the path): left alone.
+        let g = acquire(&file, LockOptions::store_sync()).unwrap();
+        last_refreshed_ago(&g, 2100);
+        let lock = format!("{file}.lock");
+        std::fs::remove_dir(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        assert_eq!(
+            g.release(),
+            Err(FsError::Compromised { file: file.clone() })
         );
-        std::fs::remove_dir(format!("{file}.lock")).unwrap();
+        assert!(std::path::Path::new(&lock).is_dir(), "the taker's stays");
+        std::fs::remove_dir(&lock).unwrap();
     }
 
     /// Under the network rule a holder that went longer than the stale threshold without a
@@ -1713,9 +1763,8 @@ mod tests {
             g.release(),
             Err(FsError::Compromised { file: file.clone() })
         );
-        // Nothing removed: it may be somebody else's by now.
-        assert!(std::path::Path::new(&format!("{file}.lock")).is_dir());
-        std::fs::remove_dir(format!("{file}.lock")).unwrap();
+        // L2c: still ours as last set: removed.
+        assert!(!std::path::Path::new(&format!("{file}.lock")).exists());
     }
 
     /// A lock busy publishing (its mutex held, as by a rename hanging on a network mount) does
@@ -1734,9 +1783,23 @@ mod tests {
         assert_eq!(gb.fenced(|| Ok(())), Ok(()));
         gb.release().unwrap();
         // a went the whole threshold without a refresh (its holder busy): from then on another
-        // process may judge it stale, so it is lost, and its directory is left alone.
+        // process may judge it stale, so it is lost; nobody took it, so its release removes it
+        // (L2c).
         assert_eq!(ga.release(), Err(FsError::Compromised { file: a.clone() }));
-        std::fs::remove_dir(format!("{a}.lock")).unwrap();
+        assert!(!std::path::Path::new(&format!("{a}.lock")).exists());
+    }
+
+    /// L2b: on a remote folder the inode number is not part of a lock directory's identity.
+    #[test]
+    fn remote_identity_is_device_and_mtime() {
+        let ours = (7, 100, 1_000_000_000);
+        assert!(same_dir(true, (7, 101, 1_000_000_000), ours));
+        assert!(!same_dir(false, (7, 101, 1_000_000_000), ours));
+        for other in [(8, 100, 1_000_000_000), (7, 100, 2_000_000_000)] {
+            assert!(!same_dir(true, other, ours));
+            assert!(!same_dir(false, other, ours));
+        }
+        assert!(same_dir(false, ours, ours));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use super::lock::{ceil_second, lock_disk, lock_state, DiskCell, Hold};
+use super::lock::{ceil_second, lock_disk, lock_state, same_dir, DiskCell, Hold};
 use crate::platform;
 use crate::platform::clock::BootInstant;
 
@@ -135,7 +135,7 @@ fn schedule() {
 /// deadline passed without success, the lock is lost (L5). The lock's mutex is held only to
 /// read what to do and to record what happened.
 pub(super) fn refresh(lock_path: &str, cell: &DiskCell) {
-    let (id, started, to) = {
+    let (id, remote, started, to) = {
         let mut d = lock_disk(cell);
         let Hold::Held { id, .. } = d.hold else {
             d.refreshing = false;
@@ -147,9 +147,9 @@ pub(super) fn refresh(lock_path: &str, cell: &DiskCell) {
         }
         d.touching = true;
         let to = d.whole_seconds.then(|| ceil_second(SystemTime::now()));
-        (id, BootInstant::now(), to)
+        (id, d.remote, BootInstant::now(), to)
     };
-    let touched = platform::fs::touch_dir_if(lock_path, |s| s == id, to);
+    let touched = platform::fs::touch_dir_if(lock_path, |s| same_dir(remote, s, id), to);
     let mut d = lock_disk(cell);
     d.touching = false;
     d.refreshing = false;
@@ -162,7 +162,7 @@ pub(super) fn refresh(lock_path: &str, cell: &DiskCell) {
                     refreshed: started,
                 }
             }
-            platform::fs::Touched::NotOurs => d.hold = Hold::Lost,
+            platform::fs::Touched::NotOurs => d.hold = Hold::Lost { left: None },
             // L5: a failing refresh is tried again until the deadline passes without success.
             platform::fs::Touched::Failed(_) => {
                 d.check_deadline();
