@@ -459,7 +459,14 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
       (sum('robbed') ? `; ${sum('robbed')} sync CAS calls of the original's lock robbed at once (ENOENT from its mtime probe)` : ''),
   )
   assert.equal(Number(final.taskRef), expected, `${label}: ${expected - Number(final.taskRef)} increments lost`)
-  assert.equal(sum('compromised'), 0, `${label}: ${sum('compromised')} CAS calls were robbed of their lock (ECOMPROMISED)`)
+  // ECOMPROMISED: a CAS whose lock was lost before it published (nothing lost: the writer
+  // bumps again). Where the client has an EIO window longer than the stale threshold
+  // (loudLoss: LOUD_LOSS) a CAS whose lock spans one is told so by L5, nobody having taken it
+  // (every writer here is native: the network rule would take 62 s); reported there. Elsewhere
+  // none is allowed.
+  if (loudLoss) {
+    if (sum('compromised')) t.diagnostic(`${label}: ${sum('compromised')} CAS calls lost their lock to the client's EIO window (ECOMPROMISED, nothing published)`)
+  } else assert.equal(sum('compromised'), 0, `${label}: ${sum('compromised')} CAS calls were robbed of their lock (ECOMPROMISED)`)
   assert.equal(sum('incoherent'), 0, `${label}: ${sum('incoherent')} CAS calls found no coherent read (ERR_PI_NATIVE_INCOHERENT)`)
   // The JS backend on GlusterFS cannot tell a read misled by the client from an absent entry
   // (jsReadGap: COMPATIBILITY.md, "GlusterFS"): reported there; everywhere else none is allowed.
