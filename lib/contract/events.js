@@ -32,6 +32,9 @@ const ENTRY_POLL_INTERVAL_MS = 1000
  * consumer has read the rest, so a consumer that stops reading keeps memory bounded.
  */
 const PENDING_CAP = 4096
+// Reads of one entry that saw its file change under them (see `#read`) before the entry is put
+// back in the queue, to be read after the others.
+const READ_TRIES = 3
 
 const isPositivePid = (x) => Number.isInteger(x) && x >= 1 && x <= 0x7fffffff
 
@@ -236,6 +239,19 @@ function absent(err) {
 
 /** Errors of a watch call that mean "this folder may not be watched" (it may still be crossed). */
 const refused = (err) => err?.code === 'EACCES' || err?.code === 'EPERM'
+
+/**
+ * The file at `file` as `lstat` sees it: a string that changes with any write or rename of it
+ * (device, inode, size, mtime, ctime); null when it cannot be looked at (counted as not there).
+ */
+async function fileState(file) {
+  try {
+    const st = await fsp.lstat(file, { bigint: true })
+    return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+  } catch {
+    return null
+  }
+}
 
 /** `watchEntries` over a backend's folder watch, listing, and readEntry. */
 function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
@@ -468,16 +484,24 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       )
     }
 
-    /** What readEntry answers for the entry at the path now, and whether its file exists. */
+    /**
+     * What readEntry answers for the entry at the path now, and whether its file exists; null
+     * when the file at the path changed under every try. A read opens the file at the path, but
+     * reads it a moment later: meanwhile its folder may have left the path and the file been
+     * rewritten in place there, content that was never at the path. So the file at the path is
+     * looked at before and after the read (device, inode, size, mtime, ctime: a write or a rename
+     * changes one of them), and the read counts only if it stayed the same file, unchanged.
+     */
     async #read(entryId) {
-      const entry = await readEntry(this.#agentDir, entryId)
-      if (entry !== undefined) return { exists: true, entry }
-      try {
-        await fsp.lstat(entryPath(this.#agentDir, entryId))
-        return { exists: true, entry: undefined }
-      } catch {
-        return { exists: false, entry: undefined }
+      const file = entryPath(this.#agentDir, entryId)
+      for (let i = 0; i < READ_TRIES; i++) {
+        const before = await fileState(file)
+        const entry = await readEntry(this.#agentDir, entryId)
+        if ((await fileState(file)) !== before) continue
+        // Absent before and after: whatever came and went meanwhile is not news.
+        return before === null ? { exists: false, entry: undefined } : { exists: true, entry }
       }
+      return null
     }
 
     /** End: free the watches and the timers; `error` (if any) is what the next `next()` rejects with. */
@@ -524,6 +548,11 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
         this.#pending.delete(entryId)
         const now = await this.#read(entryId)
         if (this.#closed) continue
+        if (now === null) {
+          // Changing under every read: read again after the others (its writer is not done).
+          this.#pending.add(entryId)
+          continue
+        }
         if (!now.exists) {
           // Gone: news for an entry the consumer may know of, once.
           if (!this.#known.delete(entryId)) continue
