@@ -10,6 +10,7 @@
 // `npm run fuzz -- --seconds N`.
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const util = require('node:util')
 const { PROPERTIES, runProperty } = require('./fuzz/run.js')
 
 const SECONDS = Number(process.env.PI_NATIVE_FUZZ_SECONDS ?? 5)
@@ -32,3 +33,22 @@ for (const [name, { share }] of Object.entries(PROPERTIES)) {
     if (!replay) assert.ok(r.runs >= MIN_CASES, `${name}: only ${r.runs} cases in ${options.seconds} s`)
   })
 }
+
+// The harness itself must not throw on what it generates. Found by CI's fuzz run (entry-values,
+// seed 1250661381): an edit made a container refer to itself, a later one froze that container,
+// and the harness then redefined a property of the now frozen container ("Cannot redefine
+// property: readOnly") instead of handing the value to the backends.
+test('fuzz harness: freezing a container that refers to itself builds a value', () => {
+  const { build, containers } = require('./fuzz/values.js')
+  const base = { entryId: 'worker-fuzz', pointers: [{ id: 'a', readOnly: false }] }
+  const at = containers(structuredClone(base)).findIndex((c) => !Array.isArray(c) && 'readOnly' in c)
+  const edits = [
+    { at, kind: 'shared', key: 'readOnly', pick: at, value: undefined, dressing: {} },
+    { at, kind: 'dress', key: undefined, pick: 0, value: 0, dressing: { frozen: true, proxy: true } },
+  ]
+  const v = build({ base, edits })
+  const pointer = v.pointers[0]
+  assert.ok(Object.isFrozen(pointer), 'the dressing applied')
+  assert.ok(util.types.isProxy(pointer), 'its parent holds the dressed form')
+  assert.equal(pointer.readOnly, pointer.readOnly.readOnly, 'the cycle kept')
+})

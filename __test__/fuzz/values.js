@@ -312,11 +312,14 @@ function applyEdits(root, edits) {
     else if (e.kind === 'cycle') define(c, k, root)
     else if (e.kind === 'shared') define(c, k, all[e.pick % all.length])
     else if (c !== root) {
-      // Dressing a nested container: replace it in its parent with the dressed form.
+      // Dressing a nested container: replace it in its parents with the dressed form, dressed
+      // once, before any parent is looked at: a parent may be the container itself (a cycle
+      // made by an earlier edit), frozen by the dressing.
+      const dressed = dress(c, e.dressing)
       for (const p of own) {
         for (const pk of Object.keys(p)) {
           const d = Object.getOwnPropertyDescriptor(p, pk)
-          if (d && d.value === c && !Object.isFrozen(p)) define(p, pk, dress(c, e.dressing), d.enumerable)
+          if (d && d.value === c && !Object.isFrozen(p)) define(p, pk, dressed, d.enumerable)
         }
       }
     }
@@ -349,4 +352,4 @@ function applyDressings(root, dressings) {
   return top
 }
 
-module.exports = { entry, editedEntry, build, dressedCopy, applyDressings }
+module.exports = { entry, editedEntry, build, dressedCopy, applyDressings, containers }
