@@ -735,11 +735,12 @@ fn rmdir_gone(lock_path: &str) -> std::io::Result<()> {
 }
 
 /// Lock directories of ours that could not be removed (a set-up that failed, or a release,
-/// while a network client's EIO window outlasted the transient retries): path → (device, mtime
-/// as last read back from the server). At most [`MAX_SIGHTINGS`]; past that the memory starts
-/// over (a directory forgotten is only waited out by the stale rule, as any other).
-fn own_orphans() -> std::sync::MutexGuard<'static, HashMap<String, (u64, i128)>> {
-    static ORPHANS: OnceLock<Mutex<HashMap<String, (u64, i128)>>> = OnceLock::new();
+/// while a network client's EIO window outlasted the transient retries): path → the directory
+/// as last read back from the server (recognized by device and mtime, L2b). At most
+/// [`MAX_SIGHTINGS`]; past that the memory starts over (a directory forgotten is only waited
+/// out by the stale rule, as any other).
+fn own_orphans() -> std::sync::MutexGuard<'static, HashMap<String, DirId>> {
+    static ORPHANS: OnceLock<Mutex<HashMap<String, DirId>>> = OnceLock::new();
     ORPHANS
         .get_or_init(Default::default)
         .lock()
@@ -752,7 +753,7 @@ fn remember_orphan(lock_path: &str, id: DirId) {
     if orphans.len() >= MAX_SIGHTINGS {
         orphans.clear();
     }
-    orphans.insert(lock_path.to_string(), (id.0, id.2));
+    orphans.insert(lock_path.to_string(), id);
 }
 
 /// L2a: a lock directory found at `lock_path` that is one this process made and could not
@@ -765,7 +766,7 @@ fn reclaim_own_orphan(lock_path: &str, found: DirId) -> bool {
     let Some(ours) = own_orphans().remove(lock_path) else {
         return false;
     };
-    if ours != (found.0, found.2) {
+    if !same_dir(true, found, ours) {
         return false; // not ours any more: judged by the stale rule like any lock
     }
     // One `rmdir`, not the transient retries: the attempt must stay short (a lock made at its
@@ -925,7 +926,7 @@ fn stale_on_network(lock_path: &str, found: DirId, opts: &LockOptions) -> bool {
             // sshfs) hand out a new inode number for the same directory once the kernel forgot
             // it, which would restart the observation forever. A live holder rewrites its mtime
             // every second, so an unchanged mtime is what says "not refreshed".
-            Some(&(id, since)) if (id.0, id.2) == (found.0, found.2) => since,
+            Some(&(id, since)) if same_dir(true, found, id) => since,
             _ => {
                 if seen.len() >= MAX_SIGHTINGS {
                     seen.clear();
