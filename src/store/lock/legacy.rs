@@ -19,22 +19,22 @@
 //! lost (ECOMPROMISED) instead of trusting a cache. COMPATIBILITY.md, "Shared agentDir across
 //! machines", says what is and is not exclusive there.
 //!
-//! The refreshes are made by [`super::lock_refresh`]; on every file system a holder whose last
+//! The refreshes are made by [`crate::store::lock_refresh`]; on every file system a holder whose last
 //! successful refresh is older than the stale threshold (by the clock that counts suspended
 //! time, [`BootInstant`]) counts its lock as lost, since from then on another process may
 //! judge it stale. Transient errors of network file systems are retried
-//! ([`super::transient`]).
+//! ([`crate::store::transient`]).
 
 use std::collections::HashSet;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::transient::{self, Op};
 use crate::fserror::FsError;
 use crate::nodepath;
 use crate::platform;
 use crate::platform::clock::BootInstant;
+use crate::store::transient::{self, Op};
 
 /// proper-lockfile floors staleness at 2000 ms; the store's effective threshold is exactly that.
 pub const MIN_STALE_MS: u64 = 2000;
@@ -162,7 +162,7 @@ type DirId = platform::fs::Stamp;
 /// EIO windows), which would tell a holder it lost a lock nobody took. The mtime is ours (we set
 /// it at every refresh); a successor can only be made after ours was judged stale, at least 2 s
 /// after that mtime, so it cannot carry it.
-pub(super) fn same_dir(remote: bool, found: DirId, ours: DirId) -> bool {
+pub(crate) fn same_dir(remote: bool, found: DirId, ours: DirId) -> bool {
     if remote {
         (found.0, found.2) == (ours.0, ours.2)
     } else {
@@ -172,7 +172,7 @@ pub(super) fn same_dir(remote: bool, found: DirId, ours: DirId) -> bool {
 
 /// Where one acquisition stands with its lock directory.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Hold {
+pub(crate) enum Hold {
     /// Queued or attempting: nothing on disk is ours yet.
     Acquiring,
     /// Ours: the directory as this process last set it, and when that set began (by the clock
@@ -191,39 +191,39 @@ pub(super) enum Hold {
 /// What this process knows of one lock directory it holds. Behind its own mutex so that a
 /// fenced commit and the release never race each other's file-system calls, and never hold the
 /// table's mutex while they make them. A refresh takes it only to read and to record, never
-/// across its own file-system calls ([`super::lock_refresh`]): a refresh stuck in the file
+/// across its own file-system calls ([`crate::store::lock_refresh`]): a refresh stuck in the file
 /// system holds up nobody.
 #[derive(Debug)]
-pub(super) struct Disk {
-    pub(super) hold: Hold,
+pub(crate) struct Disk {
+    pub(crate) hold: Hold,
     /// The lock's stale threshold (a holder that goes longer without a successful refresh
     /// counts its lock as lost, L5).
-    pub(super) stale: Duration,
+    pub(crate) stale: Duration,
     /// Whether the network staleness rule applies (judged by observation, not by mtimes).
-    pub(super) network: bool,
+    pub(crate) network: bool,
     /// Whether the folder keeps whole seconds only: then mtimes are set rounded up, as
     /// proper-lockfile does (L2/L5), so that a fresh lock never looks older than it is.
-    pub(super) whole_seconds: bool,
+    pub(crate) whole_seconds: bool,
     /// Whether the folder is on a network or FUSE file system (`platform::fs_kind`): a CAS then
     /// reads the entry through [`super::coherent_read`].
-    pub(super) remote: bool,
+    pub(crate) remote: bool,
     /// A refresh of this lock is queued or running.
-    pub(super) refreshing: bool,
+    pub(crate) refreshing: bool,
     /// A refresh is between its check and its record: its touch may have landed already, so
     /// the directory may carry a newer mtime than `hold` says.
-    pub(super) touching: bool,
+    pub(crate) touching: bool,
 }
 
 /// A [`Disk`] and the condition its waiters wait on (a refresh's record, see `touching`).
 #[derive(Debug)]
-pub(super) struct DiskCell {
-    pub(super) disk: Mutex<Disk>,
-    pub(super) recorded: Condvar,
+pub(crate) struct DiskCell {
+    pub(crate) disk: Mutex<Disk>,
+    pub(crate) recorded: Condvar,
 }
 
 impl Disk {
     /// The instant from which another process may judge this lock stale, while held.
-    pub(super) fn deadline(&self) -> Option<BootInstant> {
+    pub(crate) fn deadline(&self) -> Option<BootInstant> {
         match self.hold {
             Hold::Held { refreshed, .. } => Some(refreshed + self.stale),
             _ => None,
@@ -231,7 +231,7 @@ impl Disk {
     }
 
     /// Marks the lock lost once its deadline has passed; whether it is still held.
-    pub(super) fn check_deadline(&mut self) -> bool {
+    pub(crate) fn check_deadline(&mut self) -> bool {
         match self.deadline() {
             Some(d) if BootInstant::now() > d => {
                 if let Hold::Held { id, .. } = self.hold {
@@ -246,17 +246,17 @@ impl Disk {
 }
 
 #[derive(Debug)]
-pub(super) struct Held {
+pub(crate) struct Held {
     kind: HolderKind,
     owner: u64,
-    pub(super) disk: Arc<DiskCell>,
+    pub(crate) disk: Arc<DiskCell>,
 }
 
 /// In-process state: locks held by this process, the FIFO of operations waiting for each, and
 /// the JS environments already torn down (their waits end, their operations never commit).
 #[derive(Default)]
-pub(super) struct State {
-    pub(super) held: HashMap<String, Held>,
+pub(crate) struct State {
+    pub(crate) held: HashMap<String, Held>,
     queues: HashMap<String, VecDeque<u64>>,
     next_ticket: u64,
     torn_down: HashSet<u64>,
@@ -427,11 +427,11 @@ fn sleep_until_released(
     st
 }
 
-pub(super) fn lock_state() -> std::sync::MutexGuard<'static, State> {
+pub(crate) fn lock_state() -> std::sync::MutexGuard<'static, State> {
     table().state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(super) fn lock_disk(d: &DiskCell) -> std::sync::MutexGuard<'_, Disk> {
+pub(crate) fn lock_disk(d: &DiskCell) -> std::sync::MutexGuard<'_, Disk> {
     d.disk.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -950,7 +950,7 @@ fn locked_if_exists(e: FsError, file: &str) -> FsError {
 }
 
 /// `t` rounded up to a whole second (proper-lockfile's mtime on `s`-precision file systems).
-pub(super) fn ceil_second(t: SystemTime) -> SystemTime {
+pub(crate) fn ceil_second(t: SystemTime) -> SystemTime {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     match since.subsec_nanos() {
         0 => t,
@@ -1097,7 +1097,7 @@ const SYNC_WAIT_FOR_OWN_HOLDER: Duration = Duration::from_millis(2000);
 /// environment is torn down ([`FsError::Cancelled`]).
 pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
     // Kept until this acquisition is over: the scheduler cannot end meanwhile.
-    let _running = super::lock_refresh::ensure_running().map_err(|why| {
+    let _running = crate::store::lock_refresh::ensure_running().map_err(|why| {
         FsError::Internal(format!(
             "pi-native: the lock refresh thread could not start ({why})"
         ))
@@ -1150,7 +1150,9 @@ pub fn acquire(file: &str, opts: LockOptions) -> Result<LockGuard, FsError> {
                 // The folder may be missing (or not a folder): mkdir -p it now, failing as the
                 // original's mkdir -p before its lock would; then attempt again, uncounted.
                 parent_checked = true;
-                if let Err(e) = super::atomic_file::mkdir_p(&super::atomic_file::dirname(file)) {
+                if let Err(e) =
+                    crate::store::atomic_file::mkdir_p(&crate::store::atomic_file::dirname(file))
+                {
                     break Err(Some(e));
                 }
             }

@@ -1,0 +1,905 @@
+//! Acquiring a lock (L2–L3, B17/B18), as a state machine over [`super::world`]: each step
+//! names one file-system call, or a wait of the retry schedule, and is handed what came back.
+//! No I/O and no clock of its own, so production (sync and async drivers, [`super::drive`]) and
+//! the simulator run exactly this code.
+//!
+//! The protocol on disk is proper-lockfile's (SPEC §3.4): the lock is the directory
+//! `<target>.lock`, made atomically, stale once its mtime is older than the threshold (local
+//! rule) or once seen unchanged for the threshold plus the attribute-cache bound (network rule,
+//! L10b); a takeover is `rmdir` + one more try (L10c). What a native holder adds (L2b):
+//!
+//! - **A token nobody can predict.** Every lock a native makes carries a random atime (the
+//!   token) set right after it is made (proper-lockfile looks only at the mtime). The holder
+//!   recognizes its lock by that token alone, so neither a refresh in flight nor a
+//!   whole-second server that gives a successor the same mtime can confuse it.
+//! - **A reply lost is never answered by repeating the call by path.** On a network or FUSE
+//!   folder a failure may come after the work was done. A lock is prepared under a private
+//!   name (a random UUID) and moved to the lock path with a rename that refuses to replace
+//!   (where the folder can), so a lost reply is resolved by looking at the private name; a
+//!   lock path whose `mkdir` answered such an error is never claimed (it may be another's).
+//! - **A lock is never removed on a guess.** Only a lock judged stale by the rule, or a
+//!   directory of ours recognized by its token, is removed.
+
+use std::time::Duration;
+
+use super::memory::{Memory, Sight};
+use super::world::{Attrs, Clocks, ErrKind, Errno, Op, Reply, Which};
+
+/// proper-lockfile floors staleness at 2000 ms; the store's effective threshold is exactly that.
+pub const MIN_STALE_MS: u64 = 2000;
+
+/// Which staleness rule a lock follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Stale when the mtime is older than the threshold (proper-lockfile's own rule).
+    Local,
+    /// Stale once this process has seen it unchanged for longer than the threshold plus
+    /// `cache`, the bound for client attribute caches (SPEC L10b allows any longer threshold).
+    Network { cache: Duration },
+}
+
+/// How acquisition retries (B17 / B18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// `retries + 1` attempts, waits min(25·2^k, 500) ms, every error retried, the final error
+    /// the most frequent one.
+    Async { retries: u32 },
+    /// max(1, retries) + 1 attempts, only ELOCKED retried (and EPERM where `retry_eperm`).
+    Sync { retries: u32 },
+    /// One attempt, no waiting: the store's fast path.
+    Once,
+}
+
+impl Policy {
+    /// Attempts in all.
+    pub fn attempts(self) -> u32 {
+        match self {
+            Policy::Async { retries } => retries.saturating_add(1),
+            Policy::Sync { retries } => retries.max(1).saturating_add(1),
+            Policy::Once => 1,
+        }
+    }
+
+    /// Wait after failed attempt number `k` (1-based).
+    pub fn wait(self, k: u32) -> Duration {
+        let ms = 25u64
+            .saturating_mul(1u64 << (k.max(1) - 1).min(20))
+            .min(500);
+        Duration::from_millis(ms)
+    }
+
+    /// The whole schedule's waits.
+    pub fn budget(self) -> Duration {
+        (1..self.attempts()).map(|k| self.wait(k)).sum()
+    }
+}
+
+/// L4: `stale = max(stale || 0, 2000)`.
+pub fn normalize_stale(stale: Option<f64>) -> u64 {
+    let s = stale.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(0.0);
+    (s.min(u64::MAX as f64) as u64).max(MIN_STALE_MS)
+}
+
+/// Why an acquisition (or one attempt) failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// ELOCKED: held by another.
+    Locked,
+    /// A call failed: its syscall name and error (the path is the lock's).
+    Io { syscall: &'static str, err: Errno },
+}
+
+/// A token: a random atime between 2038 and 2072, nanoseconds included. Far from any time a
+/// clock gives, so never the atime of a lock somebody else made (proper-lockfile sets atime to
+/// mtime), and unpredictable to the second. `secs` and `nanos` are random draws.
+pub fn new_token(secs: u32, nanos: u32) -> i128 {
+    let s = TOKEN_FROM + i128::from(secs % (1 << 30));
+    s * 1_000_000_000 + i128::from(nanos % 1_000_000_000)
+}
+
+/// The first second of the tokens' range (2038-01-19).
+const TOKEN_FROM: i128 = 1 << 31;
+
+/// Whether an atime read back is `token`, as the file system keeps it (to the nanosecond,
+/// microsecond, millisecond or second).
+pub fn token_matches(token: i128, seen: i128) -> bool {
+    [1, 1_000, 1_000_000, 1_000_000_000]
+        .iter()
+        .any(|p| seen == token - token.rem_euclid(*p))
+}
+
+/// Whether an mtime read back is `set`, as the file system keeps it (ns to whole seconds).
+fn same_time(set: i128, seen: i128) -> bool {
+    token_matches(set, seen)
+}
+
+/// `t` (ns) rounded up to a whole second (proper-lockfile's mtime on `s`-precision folders).
+pub fn ceil_second(t: i128) -> i128 {
+    let r = t.rem_euclid(1_000_000_000);
+    if r == 0 {
+        t
+    } else {
+        t + 1_000_000_000 - r
+    }
+}
+
+/// How a holder recognizes its lock directory (L2b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ident {
+    /// By the token it carries as its atime, on its device.
+    Token { dev: u64, token: i128 },
+    /// Where the folder keeps no atime: device, inode (when known) and the mtime the holder
+    /// last set.
+    Stamp {
+        dev: u64,
+        ino: Option<u64>,
+        mtime: i128,
+    },
+}
+
+impl Ident {
+    /// Whether `a` is the directory this identifies.
+    pub fn is(&self, a: &Attrs) -> bool {
+        match *self {
+            Ident::Token { dev, token } => a.dev == dev && token_matches(token, a.atime),
+            Ident::Stamp { dev, ino, mtime } => {
+                a.dev == dev && ino.is_none_or(|i| i == a.ino) && a.mtime == mtime
+            }
+        }
+    }
+
+    /// Whether a refresh changes what identifies it (the mtime of [`Ident::Stamp`]).
+    pub fn moves(&self) -> bool {
+        matches!(self, Ident::Stamp { .. })
+    }
+}
+
+/// A lock just acquired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub ident: Ident,
+    /// The boot-clock instant its mtime was last set (sent): from this plus the threshold on,
+    /// another process may judge it stale.
+    pub refreshed: Duration,
+    pub whole_seconds: bool,
+    pub network: bool,
+    /// Under the network rule, its bound for attribute caches (zero under the local rule).
+    pub cache: Duration,
+    pub remote: bool,
+    pub mutations: Mutations,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Make this call and hand the reply to [`Acquire::next`].
+    Call(Op),
+    /// Wait until the monotonic instant `until`, then call [`Acquire::woke`]. A driver told of
+    /// the lock's removal may wake early (`woke(.., true)`): one extra attempt, the schedule
+    /// unchanged.
+    Sleep { until: Duration },
+    /// Over.
+    Done(Result<Held, Failure>),
+}
+
+/// Defects fixed here, switched back on: only the simulator sets them, to show that it finds
+/// each one from a fresh seed (docs/LOCKING.md, "What the simulator finds"). Production always
+/// passes the default, all off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mutations {
+    /// Issue 41 defect 1: a release `rmdir` that went unanswered is made again by path,
+    /// without looking first.
+    pub repeat_rmdir: bool,
+    /// Defect 2: a holder recognizes its lock by device and mtime, not by a token.
+    pub mtime_identity: bool,
+    /// Defect 6: no private name on network folders: an unanswered `mkdir` at the lock path
+    /// cannot be told from contention.
+    pub no_private_name: bool,
+    /// Defect 7: a directory of ours that could not be removed is not remembered (L2a).
+    pub forget_orphans: bool,
+}
+
+/// What an acquisition is given.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub rule: Rule,
+    /// The folder is on a network or FUSE file system: a failure may hide work done.
+    pub remote: bool,
+    pub stale: Duration,
+    pub policy: Policy,
+    /// B18 on win32: EPERM (a directory being deleted) counts as contention.
+    pub retry_eperm: bool,
+    /// A fresh random token ([`new_token`]).
+    pub token: i128,
+    /// The lock path and its folder (keys of the process's [`Memory`]).
+    pub lock: String,
+    pub folder: String,
+    pub mutations: Mutations,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum S {
+    /// Learning what a network folder's file system keeps (once per folder): the private
+    /// directory made, its times set, read back.
+    ProbeMkdir,
+    ProbeTimes,
+    ProbeStat,
+    PMkdir,
+    PMkdirLook(Errno),
+    PTimes,
+    PCheck(Errno),
+    PRename,
+    PRenameLook(Errno),
+    PDropThenPlain,
+    Mkdir,
+    MkdirLook(Errno),
+    Times,
+    /// Reading back what was made; the error of its `utimensat` if that went unanswered.
+    Verify(Option<Errno>),
+    /// Removing the directory of a set-up that failed (the n-th try).
+    Cleanup(Failure, u32),
+    CleanupLook(Failure, u32),
+    Judge,
+    Takeover {
+        reclaim: bool,
+    },
+    Sleeping,
+    Finishing(Failure),
+    Over,
+}
+
+/// A look at a lock found there is acted on only if it answered within this.
+const LOOK_FRESH: Duration = Duration::from_millis(500);
+
+/// A removal of our own set-up's directory is tried again (after looking that it is still
+/// ours) only this long before others may judge it stale.
+const MARGIN: Duration = Duration::from_millis(500);
+
+fn utime(err: Errno) -> Failure {
+    Failure::Io {
+        syscall: "utime",
+        err,
+    }
+}
+
+fn failed(syscall: &'static str, err: Errno) -> Failure {
+    Failure::Io { syscall, err }
+}
+
+/// One acquisition: attempts on the schedule of its [`Policy`].
+#[derive(Debug)]
+pub struct Acquire {
+    setup: Setup,
+    s: S,
+    /// The scheduled attempt under way (1-based).
+    k: u32,
+    /// The attempt under way is an extra one (a removal was notified).
+    extra: bool,
+    errors: Vec<Failure>,
+    /// Monotonic instant the last scheduled attempt failed (its wait counts from there).
+    failed_at: Duration,
+    /// The private directory exists (made, not yet moved).
+    pending: bool,
+    /// This attempt's one more try after a takeover or a release seen (no staleness checks).
+    retake: bool,
+    /// The mtime this set-up set, and when it was sent (boot clock).
+    set_mtime: i128,
+    sent_at: Duration,
+    /// When the directory now at the lock path got its mtime at the latest: its `mkdir` (plain
+    /// path) or its times as a private directory (boot clock). Until this plus the threshold
+    /// nobody may take it over (L10b), so a look at it answered before then still holds.
+    made_at: Duration,
+    /// When the look that judges a lock found there was sent (monotonic).
+    look_sent: Duration,
+    /// The atime of an orphan of ours being removed.
+    reclaiming: i128,
+    /// The folder's file system was probed by this acquisition (or needs no probe).
+    probed: bool,
+}
+
+impl Acquire {
+    /// A new acquisition; `start` makes its first step.
+    pub fn new(setup: Setup) -> Acquire {
+        Acquire {
+            setup,
+            s: S::Over,
+            k: 1,
+            extra: false,
+            errors: Vec::new(),
+            failed_at: Duration::ZERO,
+            pending: false,
+            retake: false,
+            set_mtime: 0,
+            sent_at: Duration::ZERO,
+            made_at: Duration::ZERO,
+            look_sent: Duration::ZERO,
+            reclaiming: 0,
+            probed: false,
+        }
+    }
+
+    /// What this acquisition was given.
+    pub fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    /// The first attempt's first step.
+    pub fn start(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        self.begin(c, mem)
+    }
+
+    /// After a [`Step::Sleep`]: the next scheduled attempt (`early`: an extra one, for a
+    /// removal the driver was told of).
+    pub fn woke(&mut self, c: Clocks, mem: &mut Memory, early: bool) -> Step {
+        if self.s != S::Sleeping {
+            return self.over_with_last();
+        }
+        if early {
+            self.extra = true;
+        } else {
+            self.k += 1;
+        }
+        self.begin(c, mem)
+    }
+
+    /// While sleeping: give up now (the caller's environment went away). The private
+    /// directory is removed if one was made; then `Done(Err(last error))`.
+    pub fn abandon(&mut self) -> Step {
+        let f = self.errors.last().copied().unwrap_or(Failure::Locked);
+        self.finish(f)
+    }
+
+    /// The token of the directory being made, and since when (boot clock) nobody may take it
+    /// over, while an attempt is under way.
+    pub fn making(&self) -> Option<(i128, Duration)> {
+        (self.s != S::Sleeping && self.s != S::Over).then_some((self.setup.token, self.made_at))
+    }
+
+    /// Whether the last failure was contention (ELOCKED): a driver watches for the lock's
+    /// removal only then.
+    pub fn contended(&self) -> bool {
+        self.errors.last() == Some(&Failure::Locked)
+    }
+
+    /// The wait the schedule makes after the attempt under way.
+    pub fn next_wait(&self) -> Duration {
+        self.setup.policy.wait(self.k)
+    }
+
+    fn begin(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        self.retake = false;
+        let folder = mem.folder(&self.setup.folder);
+        if self.setup.remote
+            && !self.probed
+            && (folder.tokens.is_none() || folder.whole_seconds.is_none())
+        {
+            // Before judging anybody's lock there: whether the folder keeps atimes (tokens)
+            // and sub-second mtimes, learned on a private directory.
+            self.probed = true;
+            return if self.pending {
+                self.probe_times(c)
+            } else {
+                self.call(S::ProbeMkdir, Op::Mkdir(Which::Pending))
+            };
+        }
+        self.proceed(c, mem)
+    }
+
+    /// The attempt proper: the private directory's times and the rename, or `mkdir`.
+    fn proceed(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        if self.pending {
+            self.times(Which::Pending, c, mem)
+        } else if self.renames(mem) {
+            self.call(S::PMkdir, Op::Mkdir(Which::Pending))
+        } else {
+            self.mkdir(c)
+        }
+    }
+
+    /// The probe's times: the token, and an mtime with a sub-second part.
+    fn probe_times(&mut self, c: Clocks) -> Step {
+        self.set_mtime = if c.wall.rem_euclid(1_000_000_000) == 0 {
+            c.wall + 1
+        } else {
+            c.wall
+        };
+        self.call(
+            S::ProbeTimes,
+            Op::SetTimes {
+                which: Which::Pending,
+                atime: self.setup.token,
+                mtime: self.set_mtime,
+            },
+        )
+    }
+
+    /// After the probe (learned or not): on with the attempt, the private directory (if it
+    /// was made) used or removed.
+    fn probed(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        if self.pending && !self.renames(mem) {
+            self.pending = false;
+            return self.call(S::PDropThenPlain, Op::Rmdir(Which::Pending));
+        }
+        self.proceed(c, mem)
+    }
+
+    /// `mkdir` at the lock path, remembering when it was sent.
+    fn mkdir(&mut self, c: Clocks) -> Step {
+        self.made_at = c.boot;
+        self.call(S::Mkdir, Op::Mkdir(Which::Lock))
+    }
+
+    /// Whether locks are prepared under a private name and moved into place here.
+    fn renames(&self, mem: &Memory) -> bool {
+        self.setup.remote
+            && mem.folder(&self.setup.folder).noreplace != Some(false)
+            && !self.setup.mutations.no_private_name
+    }
+
+    fn call(&mut self, s: S, op: Op) -> Step {
+        self.s = s;
+        Step::Call(op)
+    }
+
+    /// Set the times of a directory being made: the token as atime, now (rounded up on a
+    /// whole-second folder) as mtime.
+    fn times(&mut self, which: Which, c: Clocks, mem: &Memory) -> Step {
+        let whole = mem.folder(&self.setup.folder).whole_seconds == Some(true);
+        self.set_mtime = if whole { ceil_second(c.wall) } else { c.wall };
+        self.sent_at = c.boot;
+        if which == Which::Pending {
+            self.made_at = c.boot;
+        }
+        let s = if which == Which::Pending {
+            S::PTimes
+        } else {
+            S::Times
+        };
+        self.call(
+            s,
+            Op::SetTimes {
+                which,
+                atime: self.setup.token,
+                mtime: self.set_mtime,
+            },
+        )
+    }
+
+    fn stat(&mut self, s: S, which: Which) -> Step {
+        self.call(s, Op::Stat { which, fresh: true })
+    }
+
+    /// The reply to the last [`Step::Call`].
+    pub fn next(&mut self, r: Reply, c: Clocks, mem: &mut Memory) -> Step {
+        use ErrKind::{Exists, NotFound, Unknown, Unsupported};
+        match (self.s, r) {
+            // ---- what the folder keeps (once per folder, network folders) ----
+            (S::ProbeMkdir, Reply::Done) => {
+                self.pending = true;
+                self.probe_times(c)
+            }
+            (S::ProbeMkdir, Reply::Failed(e)) if e.kind == Exists => {
+                self.pending = true;
+                self.probe_times(c)
+            }
+            (S::ProbeMkdir, Reply::Failed(e)) => self.fail(failed("mkdir", e), c),
+            (S::ProbeTimes, Reply::Done) => self.call(
+                S::ProbeStat,
+                Op::Stat {
+                    which: Which::Pending,
+                    fresh: true,
+                },
+            ),
+            // Unlearned this time: the attempt goes on (learned at a later one).
+            (S::ProbeTimes, _) => self.probed(c, mem),
+            (S::ProbeStat, Reply::Attrs(a)) => {
+                let tokens = token_matches(self.setup.token, a.atime);
+                let whole = a.mtime.rem_euclid(1_000_000_000) == 0;
+                mem.learn(&self.setup.folder, |f| {
+                    f.tokens = Some(tokens);
+                    f.whole_seconds = Some(whole);
+                });
+                self.probed(c, mem)
+            }
+            (S::ProbeStat, _) => self.probed(c, mem),
+
+            // ---- prepared under a private name, moved into place (network folders) ----
+            (S::PMkdir, Reply::Done) => self.pending_made(c, mem),
+            (S::PMkdir, Reply::Failed(e)) => match e.kind {
+                // Only a lost reply of ours can have made a name nobody else knows.
+                Exists => self.pending_made(c, mem),
+                Unknown => self.stat(S::PMkdirLook(e), Which::Pending),
+                _ => self.fail(failed("mkdir", e), c),
+            },
+            (S::PMkdirLook(_), Reply::Attrs(_)) => self.pending_made(c, mem),
+            (S::PMkdirLook(e), _) => self.fail(failed("mkdir", e), c),
+            (S::PTimes, Reply::Done) => self.call(S::PRename, Op::RenameNoReplace),
+            (S::PTimes, Reply::Failed(e)) => match e.kind {
+                Unknown => self.stat(S::PCheck(e), Which::Pending),
+                NotFound => {
+                    self.pending = false; // not there any more: made again next attempt
+                    self.fail(utime(e), c)
+                }
+                _ => self.fail(utime(e), c),
+            },
+            (S::PCheck(e), Reply::Attrs(a)) => {
+                if token_matches(self.setup.token, a.atime) && a.mtime == self.set_mtime {
+                    self.call(S::PRename, Op::RenameNoReplace)
+                } else {
+                    self.fail(utime(e), c)
+                }
+            }
+            (S::PCheck(e), _) => self.fail(utime(e), c),
+            (S::PRename, Reply::Done) => {
+                self.pending = false;
+                self.stat(S::Verify(None), Which::Lock)
+            }
+            (S::PRename, Reply::Failed(e)) => match e.kind {
+                Exists => self.judge_or_locked(c),
+                Unsupported => {
+                    mem.learn(&self.setup.folder, |f| f.noreplace = Some(false));
+                    self.pending = false;
+                    self.call(S::PDropThenPlain, Op::Rmdir(Which::Pending))
+                }
+                Unknown => self.stat(S::PRenameLook(e), Which::Pending),
+                NotFound => {
+                    self.pending = false;
+                    self.fail(failed("rename", e), c)
+                }
+                ErrKind::Other => self.fail(failed("rename", e), c),
+            },
+            (S::PRenameLook(_), Reply::Failed(x)) if x.kind == NotFound => {
+                // Gone from its private name: the rename was made.
+                self.pending = false;
+                self.stat(S::Verify(None), Which::Lock)
+            }
+            // Made or not, nobody can say now: if it was, the lock there carries our token,
+            // so it is remembered as a possible orphan of ours (recognizing it is no guess).
+            (S::PRenameLook(e), _) => self.orphaned(failed("rename", e), c, mem),
+            (S::PDropThenPlain, _) => self.mkdir(c),
+
+            // ---- made at the lock path (local folders, and where the rename cannot) ----
+            // Answered so late that it may have been taken over meanwhile: never touched by
+            // path (it may be another's now); one of ours left there goes by the stale rule.
+            (S::Mkdir, Reply::Done) if self.late(c) => self.fail(Failure::Locked, c),
+            (S::Mkdir, Reply::Done) => self.times(Which::Lock, c, mem),
+            (S::Mkdir, Reply::Failed(e)) => match e.kind {
+                Exists => self.judge_or_locked(c),
+                Unknown if self.setup.remote => {
+                    self.look_sent = c.mono;
+                    self.stat(S::MkdirLook(e), Which::Lock)
+                }
+                _ => self.fail(failed("mkdir", e), c),
+            },
+            // Made by us or by another: nobody can tell, so it is never claimed. Judged like
+            // any lock there (one of ours is taken over by the stale rule).
+            (S::MkdirLook(_), Reply::Attrs(a)) if !self.retake => self.judge(a, c, mem),
+            (S::MkdirLook(_), Reply::Attrs(_)) => self.fail(Failure::Locked, c),
+            (S::MkdirLook(e), _) => self.fail(failed("mkdir", e), c),
+            (S::Times, Reply::Done) => self.stat(S::Verify(None), Which::Lock),
+            (S::Times, Reply::Failed(e)) => match e.kind {
+                Unknown => self.stat(S::Verify(Some(e)), Which::Lock),
+                NotFound => self.fail(utime(e), c),
+                _ => self.cleanup(utime(e)),
+            },
+
+            // ---- read back what was made ----
+            (S::Verify(times), Reply::Attrs(a)) => self.verify(a, times, c, mem),
+            (S::Verify(_), Reply::Failed(e)) if e.kind == NotFound => {
+                self.fail(failed("stat", e), c)
+            }
+            // Unreadable: removed while surely still ours; too late for that, remembered by
+            // its token in case it is there (recognizing it later is no guess).
+            (S::Verify(_), Reply::Failed(e)) if self.late(c) => {
+                self.orphaned(failed("stat", e), c, mem)
+            }
+            (S::Verify(_), Reply::Failed(e)) => self.cleanup(failed("stat", e)),
+
+            // ---- a set-up that failed takes its directory back ----
+            (S::Cleanup(f, _), Reply::Done) => self.fail(f, c),
+            (S::Cleanup(f, n), Reply::Failed(e)) => match e.kind {
+                NotFound => self.fail(f, c),
+                Unknown => self.stat(S::CleanupLook(f, n), Which::Lock),
+                _ => self.orphaned(f, c, mem),
+            },
+            (S::CleanupLook(f, n), Reply::Attrs(a)) => {
+                if !token_matches(self.setup.token, a.atime) {
+                    // Removed (and maybe another's now), or ours but never tokened: not ours
+                    // to recognize, the stale rule takes it.
+                    self.fail(f, c)
+                } else if n < 3 && c.boot + MARGIN < self.made_at + self.setup.stale {
+                    self.call(S::Cleanup(f, n + 1), Op::Rmdir(Which::Lock))
+                } else {
+                    self.orphaned(f, c, mem)
+                }
+            }
+            (S::CleanupLook(f, _), Reply::Failed(e)) if e.kind == NotFound => self.fail(f, c),
+            (S::CleanupLook(f, _), _) => self.orphaned(f, c, mem),
+
+            // ---- an existing lock ----
+            (S::Judge, Reply::Attrs(a)) => self.judge(a, c, mem),
+            // Released meanwhile: one more try, no staleness checks.
+            (S::Judge, Reply::Failed(e)) if e.kind == NotFound => self.retake(c, mem),
+            (S::Judge, Reply::Failed(e)) => self.fail(failed("stat", e), c),
+            (S::Takeover { reclaim }, Reply::Done) => self.taken_over(reclaim, c, mem),
+            (S::Takeover { reclaim }, Reply::Failed(e)) if e.kind == NotFound => {
+                self.taken_over(reclaim, c, mem)
+            }
+            // Unanswered or refused: never repeated by path; the next attempt judges afresh.
+            (S::Takeover { .. }, Reply::Failed(e)) => self.fail(failed("rmdir", e), c),
+
+            (S::Finishing(f), _) => self.done_with(f),
+            // A reply that does not fit the state (a driver's mistake): fail safe.
+            _ => self.over_with_last(),
+        }
+    }
+
+    fn pending_made(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        self.pending = true;
+        self.times(Which::Pending, c, mem)
+    }
+
+    fn judge_or_locked(&mut self, c: Clocks) -> Step {
+        if self.retake {
+            return self.fail(Failure::Locked, c);
+        }
+        self.look_sent = c.mono;
+        let fresh = matches!(self.setup.rule, Rule::Network { .. });
+        self.call(
+            S::Judge,
+            Op::Stat {
+                which: Which::Lock,
+                fresh,
+            },
+        )
+    }
+
+    /// L3, the network rule, and L2a: whether the lock found there is an orphan of ours (by
+    /// its token), stale, or held.
+    fn judge(&mut self, a: Attrs, c: Clocks, mem: &mut Memory) -> Step {
+        // A look answered late shows what was there long ago: acted on, its removal could
+        // meet a lock made since. Looked at again by the next attempt.
+        if c.mono > self.look_sent + LOOK_FRESH {
+            return self.fail(Failure::Locked, c);
+        }
+        if mem.is_orphan(&self.setup.lock, a.atime) {
+            self.reclaiming = a.atime;
+            return self.call(S::Takeover { reclaim: true }, Op::Rmdir(Which::Lock));
+        }
+        let stale = match self.setup.rule {
+            Rule::Local => a.mtime < c.wall - self.setup.stale.as_nanos() as i128,
+            // Seen as (device, mtime, atime): a token tells locks apart. Where the folder is
+            // known to keep no atime, the inode too (whole seconds and a skewed clock can give
+            // two locks one mtime); not otherwise, since libfuse clients renumber inodes.
+            Rule::Network { cache } => {
+                let ino = if mem.folder(&self.setup.folder).tokens == Some(false) {
+                    a.ino
+                } else {
+                    0
+                };
+                stale_on_network(
+                    mem,
+                    &self.setup.lock,
+                    (a.dev, ino, a.mtime, a.atime),
+                    c,
+                    self.setup.stale + cache,
+                    self.setup.stale,
+                )
+            }
+        };
+        if stale {
+            self.call(S::Takeover { reclaim: false }, Op::Rmdir(Which::Lock))
+        } else {
+            self.fail(Failure::Locked, c)
+        }
+    }
+
+    fn taken_over(&mut self, reclaim: bool, c: Clocks, mem: &mut Memory) -> Step {
+        if reclaim {
+            mem.forget_orphan(&self.setup.lock, self.reclaiming);
+        }
+        mem.sightings.remove(&self.setup.lock);
+        self.retake(c, mem)
+    }
+
+    /// One more try after a takeover or a release seen: EEXIST then means ELOCKED.
+    fn retake(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        self.retake = true;
+        if self.pending {
+            self.times(Which::Pending, c, mem)
+        } else if self.renames(mem) {
+            self.call(S::PMkdir, Op::Mkdir(Which::Pending))
+        } else {
+            self.mkdir(c)
+        }
+    }
+
+    /// What was made reads back: ours, with our token, in time?
+    fn verify(&mut self, a: Attrs, times: Option<Errno>, c: Clocks, mem: &mut Memory) -> Step {
+        let folder = mem.folder(&self.setup.folder);
+        let tokened = token_matches(self.setup.token, a.atime);
+        // Answered so late (a reply that hung, a pause) that the directory this look saw may
+        // have been taken over since: never removed by path now. Ours is remembered by its
+        // token (L2a), to be recognized if it is still there.
+        let late = self.late(c);
+        if late {
+            return if tokened {
+                self.orphaned(Failure::Locked, c, mem)
+            } else {
+                self.fail(Failure::Locked, c)
+            };
+        }
+        if !tokened {
+            // Ours only if made in time: no takeover can happen sooner (L10b). Then either
+            // its times were never set (the call went unanswered), or the folder keeps no
+            // atime. Anything else is not ours to touch.
+            let ours = match times {
+                // The times went unanswered: made by us (plain path) and not set.
+                Some(_) => !self.renames(mem),
+                // Set, and the atime not kept: a folder that keeps none (never learned
+                // against a folder known to keep them: then this is another's).
+                None => folder.tokens != Some(true) && same_time(self.set_mtime, a.mtime),
+            };
+            match times {
+                _ if !ours => return self.fail(Failure::Locked, c),
+                // Ours, but not recognizable later: removed now, while surely still ours.
+                Some(e) => return self.cleanup(utime(e)),
+                None => mem.learn(&self.setup.folder, |f| f.tokens = Some(false)),
+            }
+        } else if folder.tokens != Some(true) {
+            mem.learn(&self.setup.folder, |f| f.tokens = Some(true));
+        }
+        if folder.whole_seconds.is_none() {
+            let whole = self.set_mtime.rem_euclid(1_000_000_000) != 0
+                && a.mtime.rem_euclid(1_000_000_000) == 0;
+            mem.learn(&self.setup.folder, |f| f.whole_seconds = Some(whole));
+            if whole && tokened {
+                // Truncated, it looks up to a second older than it is: set it rounded up.
+                return self.times(Which::Lock, c, mem);
+            }
+        }
+        let network = matches!(self.setup.rule, Rule::Network { .. });
+        let ident = if tokened && !self.setup.mutations.mtime_identity {
+            Ident::Token {
+                dev: a.dev,
+                token: self.setup.token,
+            }
+        } else {
+            // A folder that keeps no atime: device, inode and mtime (a libfuse client that
+            // renumbers inodes then tells a holder it lost its lock: loud, never wrong the
+            // other way).
+            Ident::Stamp {
+                dev: a.dev,
+                ino: (!self.setup.mutations.mtime_identity).then_some(a.ino),
+                mtime: a.mtime,
+            }
+        };
+        mem.sightings.remove(&self.setup.lock);
+        self.s = S::Over;
+        Step::Done(Ok(Held {
+            ident,
+            refreshed: self.sent_at,
+            whole_seconds: mem.folder(&self.setup.folder).whole_seconds == Some(true),
+            network,
+            cache: match self.setup.rule {
+                Rule::Network { cache } => cache,
+                Rule::Local => Duration::ZERO,
+            },
+            remote: self.setup.remote,
+            mutations: self.setup.mutations,
+        }))
+    }
+
+    /// Whether a look answered now comes too late to act on the directory being made.
+    fn late(&self, c: Clocks) -> bool {
+        c.boot > self.made_at + self.setup.stale / 2
+    }
+
+    fn cleanup(&mut self, f: Failure) -> Step {
+        self.call(S::Cleanup(f, 1), Op::Rmdir(Which::Lock))
+    }
+
+    /// A directory of ours that could not be removed: remembered by its token (L2a), so the
+    /// next attempt that finds it removes it instead of waiting it out.
+    fn orphaned(&mut self, f: Failure, c: Clocks, mem: &mut Memory) -> Step {
+        if !self.setup.mutations.forget_orphans {
+            mem.orphan(&self.setup.lock, self.setup.token);
+        }
+        self.fail(f, c)
+    }
+
+    /// The attempt failed with `f`: wait for the next one, or end.
+    fn fail(&mut self, f: Failure, c: Clocks) -> Step {
+        self.errors.push(f);
+        let retryable = match self.setup.policy {
+            Policy::Async { .. } => true,
+            Policy::Sync { .. } => match f {
+                Failure::Locked => true,
+                Failure::Io { err, .. } => self.setup.retry_eperm && is_eperm(err.raw),
+            },
+            Policy::Once => false,
+        };
+        if !retryable || self.k >= self.setup.policy.attempts() {
+            let last = match self.setup.policy {
+                Policy::Async { .. } => most_frequent(&self.errors),
+                _ => f,
+            };
+            return self.finish(last);
+        }
+        // An extra (early) attempt leaves the schedule where it was.
+        if !std::mem::take(&mut self.extra) {
+            self.failed_at = c.mono;
+        }
+        self.s = S::Sleeping;
+        Step::Sleep {
+            until: self.failed_at + self.setup.policy.wait(self.k),
+        }
+    }
+
+    fn finish(&mut self, f: Failure) -> Step {
+        if self.pending {
+            self.pending = false;
+            return self.call(S::Finishing(f), Op::Rmdir(Which::Pending));
+        }
+        self.done_with(f)
+    }
+
+    fn done_with(&mut self, f: Failure) -> Step {
+        self.s = S::Over;
+        Step::Done(Err(f))
+    }
+
+    fn over_with_last(&mut self) -> Step {
+        let f = self.errors.last().copied().unwrap_or(Failure::Locked);
+        self.done_with(f)
+    }
+}
+
+#[cfg(unix)]
+fn is_eperm(raw: i32) -> bool {
+    raw == libc::EPERM
+}
+
+#[cfg(windows)]
+fn is_eperm(raw: i32) -> bool {
+    raw == 5 // ERROR_ACCESS_DENIED, libuv's EPERM
+}
+
+/// The network rule: stale once seen unchanged for longer than `limit`, by this process's
+/// monotonic clock, whatever the mtime says (another machine's clock set it, and a cache may
+/// show an older directory's). Seen unchanged means at every look, with no gap longer than the
+/// threshold between two looks (a pause, a suspend, a wait between acquisitions): across a
+/// gap, a lock may have been replaced by one that looks the same (whole seconds, no token), so
+/// the observation starts again. A lock left by a crash long ago costs a new process one full
+/// observation.
+fn stale_on_network(
+    mem: &mut Memory,
+    lock: &str,
+    seen: Sight,
+    c: Clocks,
+    limit: Duration,
+    gap: Duration,
+) -> bool {
+    let since = match mem.sightings.get(&lock.to_string()) {
+        Some(&(s, since, last)) if s == seen && c.mono.saturating_sub(last) <= gap => since,
+        _ => c.mono,
+    };
+    mem.sightings
+        .insert(lock.to_string(), (seen, since, c.mono));
+    c.mono.saturating_sub(since) > limit
+}
+
+/// The most frequent failure; ties go to the latest (B17).
+pub fn most_frequent(errors: &[Failure]) -> Failure {
+    let mut best: Option<(usize, Failure)> = None;
+    for e in errors {
+        let count = errors.iter().filter(|x| *x == e).count();
+        if best.is_none_or(|(c, _)| count >= c) {
+            best = Some((count, *e));
+        }
+    }
+    best.map_or(Failure::Locked, |(_, e)| e)
+}
+
+#[cfg(test)]
+mod tests;
