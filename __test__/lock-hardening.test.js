@@ -86,8 +86,9 @@ test(
   { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
   async () => {
     const file = path.join(tmp('stall'), 'f.json')
-    // A: every utimensat (its refresh's futimens) lands 3 s after it is made.
-    const a = start(['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=utimensat', '-e', 'inject=utimensat:delay_enter=3000000'], HOLD, [file, 9000])
+    // A: every utimensat after its first (the lock's token, set as it is made) lands 3 s after
+    // it is made: its refreshes' futimens.
+    const a = start(['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=utimensat', '-e', 'inject=utimensat:delay_enter=3000000:when=2+'], HOLD, [file, 9000])
     const aIn = await a.when((m) => 'in' in m)
     await sleep(Math.max(0, aIn.in + 2600 - Date.now()))
     // B: takes the lock over once A's mtime is 2 s old (legitimately: A has not refreshed).

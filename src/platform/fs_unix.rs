@@ -46,7 +46,7 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
 }
 
-pub use super::{Stamp, Touched};
+pub use super::{DirAttrs, Stamp, Touched, TouchedDir};
 
 fn stamp(meta: &Metadata) -> Stamp {
     (meta.dev(), meta.ino(), mtime_ns(meta))
@@ -229,6 +229,156 @@ fn touch_path_if(
         Ok(s) => Touched::Done(s),
         Err(e) if gone(&e) => Touched::NotOurs,
         Err(e) => Touched::Failed(e),
+    }
+}
+
+fn dir_attrs_of(meta: &Metadata) -> DirAttrs {
+    DirAttrs {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        mtime: mtime_ns(meta),
+        atime: meta.atime() as i128 * 1_000_000_000 + meta.atime_nsec() as i128,
+    }
+}
+
+/// A directory's attributes (following symbolic links, as Node's `fs.stat`); `fresh`: asked
+/// of the file server where the client caches attributes (`statx(AT_STATX_FORCE_SYNC)`).
+pub fn dir_attrs(path: &str, fresh: bool) -> std::io::Result<DirAttrs> {
+    #[cfg(target_os = "linux")]
+    if fresh {
+        let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
+        match statx_force_sync(libc::AT_FDCWD, &c, 0) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
+            r => {
+                let x = r?;
+                return Ok(DirAttrs {
+                    dev: libc::makedev(x.stx_dev_major, x.stx_dev_minor),
+                    ino: x.stx_ino,
+                    mtime: x.stx_mtime.tv_sec as i128 * 1_000_000_000 + x.stx_mtime.tv_nsec as i128,
+                    atime: x.stx_atime.tv_sec as i128 * 1_000_000_000 + x.stx_atime.tv_nsec as i128,
+                });
+            }
+        }
+    }
+    let _ = fresh;
+    std::fs::metadata(path).map(|m| dir_attrs_of(&m))
+}
+
+fn timespec(ns: i128) -> libc::timespec {
+    libc::timespec {
+        tv_sec: ns.div_euclid(1_000_000_000) as _, // time_t (deprecated alias on musl)
+        tv_nsec: ns.rem_euclid(1_000_000_000) as _,
+    }
+}
+
+/// `utimensat(path, [atime, mtime])`, times in nanoseconds since the epoch.
+pub fn set_times_ns(path: &str, atime: i128, mtime: i128) -> std::io::Result<()> {
+    let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
+    let times = [timespec(atime), timespec(mtime)];
+    // SAFETY: c is a valid NUL-terminated path; the array has the two timespecs utimensat reads.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set the times of the directory at `path` to (`atime`, `mtime`) only if it is the one `ours`
+/// recognises: checked and touched through one descriptor of it (`O_DIRECTORY|O_NOFOLLOW`,
+/// `fstat`, `futimens`), so a call that stalls in between can only touch that directory (SPEC
+/// L10e); afterwards `path` must still name it, looked up while the descriptor pins it. Where
+/// the directory cannot be opened for reading (a umask without the owner's read bit), the
+/// check and the touch go by path.
+pub fn touch_dir(
+    path: &str,
+    mut ours: impl FnMut(&DirAttrs) -> bool,
+    atime: i128,
+    mtime: i128,
+) -> TouchedDir {
+    let times = [timespec(atime), timespec(mtime)];
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path);
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return TouchedDir::NotOurs,
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return match dir_attrs(path, false) {
+                Ok(a) if ours(&a) => {
+                    match set_times_ns(path, atime, mtime).and_then(|()| dir_attrs(path, false)) {
+                        Ok(a) => TouchedDir::Done(a),
+                        Err(e) if gone(&e) => TouchedDir::NotOurs,
+                        Err(e) => TouchedDir::Failed(e),
+                    }
+                }
+                Ok(_) => TouchedDir::NotOurs,
+                Err(e) if gone(&e) => TouchedDir::NotOurs,
+                Err(e) => TouchedDir::Failed(e),
+            }
+        }
+        Err(e) => return TouchedDir::Failed(e),
+    };
+    match dir.metadata() {
+        Ok(m) if ours(&dir_attrs_of(&m)) => {}
+        Ok(_) => return TouchedDir::NotOurs,
+        Err(e) => return TouchedDir::Failed(e),
+    }
+    // SAFETY: the descriptor is open for the call; times is a two-element timespec array.
+    if unsafe { libc::futimens(dir.as_raw_fd(), times.as_ptr()) } != 0 {
+        return TouchedDir::Failed(std::io::Error::last_os_error());
+    }
+    let after = match dir.metadata() {
+        Ok(m) => dir_attrs_of(&m),
+        Err(e) => return TouchedDir::Failed(e),
+    };
+    let now = std::fs::symlink_metadata(path);
+    drop(dir);
+    match now {
+        Ok(m) if (m.dev(), m.ino()) == (after.dev, after.ino) => TouchedDir::Done(after),
+        Ok(_) => TouchedDir::NotOurs,
+        Err(e) if gone(&e) => TouchedDir::NotOurs,
+        Err(e) => TouchedDir::Failed(e),
+    }
+}
+
+/// Move the directory `from` to `to` only if nothing is at `to`: Linux `renameat2(…,
+/// RENAME_NOREPLACE)` (the raw syscall: glibc's wrapper is 2.28+, above the binaries' 2.17
+/// floor), macOS `renamex_np(…, RENAME_EXCL)`. EINVAL / ENOSYS / ENOTSUP where the file system
+/// (or kernel) cannot.
+pub fn rename_noreplace(from: &str, to: &str) -> std::io::Result<()> {
+    let f = CString::new(std::path::Path::new(from).as_os_str().as_bytes())?;
+    let t = CString::new(std::path::Path::new(to).as_os_str().as_bytes())?;
+    #[cfg(target_os = "linux")]
+    {
+        const RENAME_NOREPLACE: libc::c_uint = 1;
+        // SAFETY: both paths are valid NUL-terminated strings; AT_FDCWD resolves them.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                RENAME_NOREPLACE,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(target_vendor = "apple")]
+    {
+        // SAFETY: both paths are valid NUL-terminated strings.
+        if unsafe { libc::renamex_np(f.as_ptr(), t.as_ptr(), libc::RENAME_EXCL) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+    {
+        let _ = (f, t);
+        Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
     }
 }
 

@@ -201,6 +201,99 @@ pub fn touch_dir_if(
     }
 }
 
+pub use super::{DirAttrs, TouchedDir};
+
+fn system_time(ns: i128) -> SystemTime {
+    if ns >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(ns.min(u64::MAX as i128) as u64)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_nanos((-ns).min(u64::MAX as i128) as u64)
+    }
+}
+
+/// The attributes of an open handle.
+fn handle_attrs(f: &File) -> std::io::Result<DirAttrs> {
+    // SAFETY: all-zero is a valid BY_HANDLE_FILE_INFORMATION.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle is open for the call's duration; info is writable.
+    if unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let ns = |hi: u32, lo: u32| {
+        let (sec, nsec) = filetime_to_unix(((hi as u64) << 32) | lo as u64);
+        sec as i128 * 1_000_000_000 + nsec as i128
+    };
+    Ok(DirAttrs {
+        dev: info.dwVolumeSerialNumber as u64,
+        ino: ((info.nFileIndexHigh as u64) << 32) | info.nFileIndexLow as u64,
+        mtime: ns(
+            info.ftLastWriteTime.dwHighDateTime,
+            info.ftLastWriteTime.dwLowDateTime,
+        ),
+        atime: ns(
+            info.ftLastAccessTime.dwHighDateTime,
+            info.ftLastAccessTime.dwLowDateTime,
+        ),
+    })
+}
+
+/// A directory's attributes (Windows has no client attribute cache to bypass).
+pub fn dir_attrs(path: &str, _fresh: bool) -> std::io::Result<DirAttrs> {
+    handle_attrs(&open_attributes(path, FILE_READ_ATTRIBUTES)?)
+}
+
+/// Set the access and modification times of `path` (ns since the epoch).
+pub fn set_times_ns(path: &str, atime: i128, mtime: i128) -> std::io::Result<()> {
+    open_attributes(path, FILE_WRITE_ATTRIBUTES)?.set_times(
+        FileTimes::new()
+            .set_accessed(system_time(atime))
+            .set_modified(system_time(mtime)),
+    )
+}
+
+/// Set the times of the directory at `path` only if it is the one `ours` recognises: checked
+/// and touched through one handle (SPEC L10e); afterwards `path` must still name it.
+pub fn touch_dir(
+    path: &str,
+    mut ours: impl FnMut(&DirAttrs) -> bool,
+    atime: i128,
+    mtime: i128,
+) -> TouchedDir {
+    let dir = match open_attributes(path, FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES) {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return TouchedDir::NotOurs,
+        Err(e) => return TouchedDir::Failed(e),
+    };
+    match handle_attrs(&dir) {
+        Ok(a) if ours(&a) => {}
+        Ok(_) => return TouchedDir::NotOurs,
+        Err(e) => return TouchedDir::Failed(e),
+    }
+    if let Err(e) = dir.set_times(
+        FileTimes::new()
+            .set_accessed(system_time(atime))
+            .set_modified(system_time(mtime)),
+    ) {
+        return TouchedDir::Failed(e);
+    }
+    let after = match handle_attrs(&dir) {
+        Ok(a) => a,
+        Err(e) => return TouchedDir::Failed(e),
+    };
+    drop(dir);
+    match dir_attrs(path, false) {
+        Ok(a) if (a.dev, a.ino) == (after.dev, after.ino) => TouchedDir::Done(after),
+        Ok(_) => TouchedDir::NotOurs,
+        Err(e) if gone(&e) => TouchedDir::NotOurs,
+        Err(e) => TouchedDir::Failed(e),
+    }
+}
+
+/// Windows: not used (a lock is made at its path there; `ENOSYS` in libuv's terms).
+pub fn rename_noreplace(_from: &str, _to: &str) -> std::io::Result<()> {
+    Err(std::io::Error::from_raw_os_error(50)) // ERROR_NOT_SUPPORTED
+}
+
 /// Set the times of `path` to `to` (the precision probe, on a directory just made).
 pub fn set_times(path: &str, to: SystemTime) -> std::io::Result<()> {
     open_attributes(path, FILE_WRITE_ATTRIBUTES)?

@@ -25,6 +25,26 @@ pub struct Facts {
     pub is_file: bool,
 }
 
+/// A directory as one `stat` showed it: device, inode (file index on Windows), and its
+/// modification and access times in nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirAttrs {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime: i128,
+    pub atime: i128,
+}
+
+/// What `fs::touch_dir` did.
+#[derive(Debug)]
+pub enum TouchedDir {
+    /// The directory was the one recognised and got its new times: as it is now.
+    Done(DirAttrs),
+    /// The path does not name the directory the caller recognised: nothing was touched.
+    NotOurs,
+    Failed(std::io::Error),
+}
+
 /// What `fs::touch_dir_if` did.
 #[derive(Debug)]
 pub enum Touched {

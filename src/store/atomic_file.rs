@@ -146,14 +146,18 @@ pub fn write_atomic_in_existing_dir(
     mode: u32,
     durable: bool,
 ) -> Result<(), FsError> {
-    write_atomic_published(file, content, mode, durable, &|rename| rename())
+    write_atomic_published(file, content, mode, durable, &|tmp| {
+        rename_retried(tmp, file)
+    })
 }
 
-/// How the final rename is made: directly, or through a lock's fence
-/// ([`crate::store::lock::LockGuard::fenced`]), which refuses it when the lock is not ours any more.
-pub type Publish<'a> = &'a dyn Fn(&dyn Fn() -> Result<(), FsError>) -> Result<(), FsError>;
+/// How the temp file is made visible: renamed over the target directly ([`rename_retried`]),
+/// or through a lock ([`crate::store::lock::LockGuard::publish_rename`]), which refuses it when
+/// the lock is not ours any more and resolves a rename whose reply was lost.
+pub type Publish<'a> = &'a dyn Fn(&str) -> Result<(), FsError>;
 
-/// [`write_atomic_in_existing_dir`] with the rename made through `publish`.
+/// [`write_atomic_in_existing_dir`] with the rename made through `publish` (handed the temp
+/// file's path).
 pub fn write_atomic_published(
     file: &str,
     content: &[u8],
@@ -162,14 +166,14 @@ pub fn write_atomic_published(
     publish: Publish,
 ) -> Result<(), FsError> {
     let tmp = temp_path(file);
-    let result = write_and_rename(file, &tmp, content, mode, durable, publish);
+    let result = write_and_publish(file, &tmp, content, mode, durable, publish);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
 }
 
-fn write_and_rename(
+fn write_and_publish(
     file: &str,
     tmp: &str,
     content: &[u8],
@@ -187,26 +191,7 @@ fn write_and_rename(
         f.sync_all().map_err(|e| FsError::io(&e, "fsync", tmp))?;
     }
     drop(f);
-    // On a network file system the rename over an entry another client has open may be refused
-    // for a moment (SMB: EBUSY, EEXIST, EACCES): tried again, each time through `publish` (the
-    // lock's fence, which checks the lock is still ours).
-    let mut backoff = transient::Backoff::new();
-    let remote = std::cell::OnceCell::new();
-    loop {
-        let again = std::cell::Cell::new(false);
-        let r = publish(&|| {
-            platform::fs::rename_replace(tmp, file).map_err(|e| {
-                let remote = *remote.get_or_init(|| remote_at(&dirname(file)));
-                again.set(transient::is_transient(&e, Op::Rename, remote));
-                FsError::io(&e, "rename", tmp).with_dest(file)
-            })
-        });
-        match r {
-            Ok(()) => break,
-            Err(_) if again.get() && backoff.wait() => {}
-            Err(e) => return Err(e),
-        }
-    }
+    publish(tmp)?;
     if durable {
         let dir = dirname(file);
         if let Ok(d) = std::fs::File::open(&dir) {
@@ -214,6 +199,33 @@ fn write_and_rename(
         }
     }
     Ok(())
+}
+
+/// The rename of a write that no lock guards (writeFileAtomic): on a network file system a
+/// rename over an entry another client has open may be refused for a moment (SMB: EBUSY,
+/// EEXIST, EACCES) and is tried again. One whose reply was lost after it was made (the temp
+/// file gone) is done.
+fn rename_retried(tmp: &str, file: &str) -> Result<(), FsError> {
+    let mut backoff = transient::Backoff::new();
+    let remote = std::cell::OnceCell::new();
+    loop {
+        match platform::fs::rename_replace(tmp, file) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let remote = *remote.get_or_init(|| remote_at(&dirname(file)));
+                let again = transient::is_transient(&e, Op::Rename, remote);
+                if again
+                    && std::fs::symlink_metadata(tmp)
+                        .is_err_and(|x| x.kind() == std::io::ErrorKind::NotFound)
+                {
+                    return Ok(());
+                }
+                if !(again && backoff.wait()) {
+                    return Err(FsError::io(&e, "rename", tmp).with_dest(file));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

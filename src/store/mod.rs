@@ -9,7 +9,6 @@ pub mod atomic_file;
 pub mod coherent_read;
 pub mod entry;
 pub mod lock;
-pub mod lock_refresh;
 pub mod lock_watch;
 pub mod transient;
 
@@ -388,7 +387,9 @@ pub struct WriteOptions {
 /// Write `bytes` over `file` through the lock's fence: published only while `guard` is still ours.
 fn write_fenced(file: &str, bytes: &[u8], durable: bool, guard: &LockGuard) -> Result<(), FsError> {
     // The caller created the directory chain before taking the lock (B13).
-    atomic_file::write_atomic_published(file, bytes, 0o666, durable, &|rename| guard.fenced(rename))
+    atomic_file::write_atomic_published(file, bytes, 0o666, durable, &|tmp| {
+        guard.publish_rename(tmp, file)
+    })
 }
 
 fn apply(
@@ -403,26 +404,8 @@ fn apply(
             Ok(CasOutcome::Matched)
         }
         Action::Write(None) => Ok(CasOutcome::MatchedWithoutPayload),
-        // Asked before the fence: `fenced` holds the lock's mutex that `remote` takes.
-        Action::Remove => {
-            let remote = guard.remote();
-            guard.fenced(|| match remove_retried(file, remote) {
-                Ok(()) => Ok(CasOutcome::Matched),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CasOutcome::Matched),
-                Err(e) => Err(FsError::io(&e, "rm", file)),
-            })
-        }
+        Action::Remove => guard.publish_unlink(file).map(|()| CasOutcome::Matched),
     }
-}
-
-/// Unlink an entry; on a network file system a transient refusal (another client has it open:
-/// SMB) is tried again.
-fn remove_retried(file: &str, remote: bool) -> std::io::Result<()> {
-    transient::retry(
-        transient::Op::Rename,
-        || remote,
-        || std::fs::remove_file(file),
-    )
 }
 
 /// B13: every mutating call makes the entry's folder (mkdir -p), then takes its lock. The folder
@@ -655,13 +638,17 @@ pub fn write_entry(
 /// B11 under the entry's lock ([`with_entry_lock`]): remove the file (every rm error
 /// swallowed), release.
 pub fn remove_entry(guard: LockGuard, file: &str) -> Result<(), FsError> {
-    let remote = guard.remote();
-    guard.fenced(|| {
-        let _ = remove_retried(file, remote); // every rm error swallowed (B11)
-        Ok(())
-    })?;
-    let _ = guard.release();
-    Ok(())
+    // Every rm error swallowed (B11); a lock lost before the removal still fails.
+    match guard.publish_unlink(file) {
+        Err(e @ (FsError::Compromised { .. } | FsError::Cancelled)) => {
+            let _ = guard.release();
+            Err(e)
+        }
+        _ => {
+            let _ = guard.release();
+            Ok(())
+        }
+    }
 }
 
 /// W-B2 maintenance: delete `<entry>.json.<pid>.<uuid>.tmp` files in the matrix directory whose

@@ -61,6 +61,11 @@ impl BootInstant {
         BootInstant::now().duration_since(self)
     }
 
+    /// This reading as a duration from the clock's origin.
+    pub fn since_origin(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
     /// This reading moved back by `d` (saturating at the origin): for tests and deadlines.
     pub fn earlier_by(self, d: Duration) -> BootInstant {
         BootInstant(

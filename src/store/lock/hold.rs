@@ -372,7 +372,7 @@ impl Hold {
     fn orphan(&mut self, mem: Option<(&mut Memory, &str)>) -> Next {
         if let (Some((mem, lock)), Ident::Token { token, .. }) = (mem, self.held.ident) {
             if !self.held.mutations.forget_orphans {
-                mem.orphan(lock, token);
+                mem.orphan(lock, super::memory::Orphan::Token(token));
             }
         }
         self.outcome()

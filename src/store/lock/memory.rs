@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
 
+use super::world::Attrs;
+
 /// A map that starts over when it reaches its bound: forgetting only ever costs a longer wait
 /// (a sighting starts again, an own orphan is waited out by the stale rule, a folder's facts
 /// are learned again), never a wrong decision.
@@ -71,9 +73,9 @@ pub struct Memory {
     /// Lock path → how it looked, since when (monotonic) it has looked so, and when it was
     /// last looked at.
     pub sightings: Bounded<String, (Sight, Duration, Duration)>,
-    /// Lock path → the tokens of directories of ours that could not be removed, or may have
-    /// been made there unanswered (L2a); the last few.
-    pub orphans: Bounded<String, Vec<i128>>,
+    /// Lock path → directories of ours that could not be removed, or may have been made there
+    /// unanswered (L2a); the last few.
+    pub orphans: Bounded<String, Vec<Orphan>>,
     /// Folder path → what its file system does.
     pub folders: Bounded<String, Folder>,
 }
@@ -92,33 +94,53 @@ impl Default for Memory {
     }
 }
 
-/// Tokens of possible orphans remembered per lock path.
+/// Possible orphans remembered per lock path.
 const ORPHANS_PER_LOCK: usize = 8;
 
-impl Memory {
-    /// Remember a possible orphan of ours at `lock`, carrying `token`.
-    pub fn orphan(&mut self, lock: &str, token: i128) {
-        let mut tokens = self.orphans.remove(&lock.to_string()).unwrap_or_default();
-        if tokens.len() >= ORPHANS_PER_LOCK {
-            tokens.remove(0);
+/// How a directory of ours left at a lock path is recognized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orphan {
+    /// By the token it carries (or would carry, had the call that went unanswered been made).
+    Token(i128),
+    /// One whose times could not be set: by everything a `stat` showed of it right after it was
+    /// made (device, inode, mtime and atime, exactly). A successor is made only after it was
+    /// judged stale, at least the threshold later, and cannot show its mtime.
+    Stamp(Attrs),
+}
+
+impl Orphan {
+    fn is(&self, a: &Attrs) -> bool {
+        match self {
+            Orphan::Token(t) => super::model::token_matches(*t, a.atime),
+            Orphan::Stamp(s) => s == a,
         }
-        tokens.push(token);
-        self.orphans.insert(lock.to_string(), tokens);
+    }
+}
+
+impl Memory {
+    /// Remember a possible orphan of ours at `lock`.
+    pub fn orphan(&mut self, lock: &str, o: Orphan) {
+        let mut known = self.orphans.remove(&lock.to_string()).unwrap_or_default();
+        if known.len() >= ORPHANS_PER_LOCK {
+            known.remove(0);
+        }
+        known.push(o);
+        self.orphans.insert(lock.to_string(), known);
     }
 
-    /// Whether `atime` is the token of a possible orphan of ours at `lock`.
-    pub fn is_orphan(&self, lock: &str, atime: i128) -> bool {
+    /// The orphan of ours at `lock` that `a` is, if any.
+    pub fn orphan_at(&self, lock: &str, a: &Attrs) -> Option<Orphan> {
         self.orphans
             .get(&lock.to_string())
-            .is_some_and(|ts| ts.iter().any(|&t| super::model::token_matches(t, atime)))
+            .and_then(|known| known.iter().find(|o| o.is(a)).copied())
     }
 
-    /// Forget the orphan at `lock` carrying `atime` (removed, or found not to be there).
-    pub fn forget_orphan(&mut self, lock: &str, atime: i128) {
-        if let Some(mut ts) = self.orphans.remove(&lock.to_string()) {
-            ts.retain(|&t| !super::model::token_matches(t, atime));
-            if !ts.is_empty() {
-                self.orphans.insert(lock.to_string(), ts);
+    /// Forget an orphan (removed).
+    pub fn forget_orphan(&mut self, lock: &str, o: Orphan) {
+        if let Some(mut known) = self.orphans.remove(&lock.to_string()) {
+            known.retain(|k| *k != o);
+            if !known.is_empty() {
+                self.orphans.insert(lock.to_string(), known);
             }
         }
     }

@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use super::memory::{Memory, Sight};
+use super::memory::{Memory, Orphan, Sight};
 use super::world::{Attrs, Clocks, ErrKind, Errno, Op, Reply, Which};
 
 /// proper-lockfile floors staleness at 2000 ms; the store's effective threshold is exactly that.
@@ -234,6 +234,8 @@ enum S {
     Mkdir,
     MkdirLook(Errno),
     Times,
+    /// Looking at a directory whose times could not be set, before removing it.
+    TimesFailed(Failure),
     /// Reading back what was made; the error of its `utimensat` if that went unanswered.
     Verify(Option<Errno>),
     /// Removing the directory of a set-up that failed (the n-th try).
@@ -291,8 +293,10 @@ pub struct Acquire {
     made_at: Duration,
     /// When the look that judges a lock found there was sent (monotonic).
     look_sent: Duration,
-    /// The atime of an orphan of ours being removed.
-    reclaiming: i128,
+    /// The orphan of ours being removed.
+    reclaiming: Option<Orphan>,
+    /// The directory made, as last seen (for recognizing it later if it stays).
+    seen: Option<Attrs>,
     /// The folder's file system was probed by this acquisition (or needs no probe).
     probed: bool,
 }
@@ -313,7 +317,8 @@ impl Acquire {
             sent_at: Duration::ZERO,
             made_at: Duration::ZERO,
             look_sent: Duration::ZERO,
-            reclaiming: 0,
+            reclaiming: None,
+            seen: None,
             probed: false,
         }
     }
@@ -355,6 +360,20 @@ impl Acquire {
         (self.s != S::Sleeping && self.s != S::Over).then_some((self.setup.token, self.made_at))
     }
 
+    /// The failure of the last attempt, if any.
+    pub fn last_failure(&self) -> Option<Failure> {
+        self.errors.last().copied()
+    }
+
+    /// Try the failed attempt again, uncounted, its failure forgotten: after the driver made
+    /// the target's missing folder (the store's "mkdir -p, then lock", B13).
+    pub fn again(&mut self, c: Clocks, mem: &mut Memory) -> Step {
+        self.errors.pop();
+        self.extra = true;
+        self.s = S::Sleeping;
+        self.begin(c, mem)
+    }
+
     /// Whether the last failure was contention (ELOCKED): a driver watches for the lock's
     /// removal only then.
     pub fn contended(&self) -> bool {
@@ -368,6 +387,7 @@ impl Acquire {
 
     fn begin(&mut self, c: Clocks, mem: &mut Memory) -> Step {
         self.retake = false;
+        self.seen = None;
         let folder = mem.folder(&self.setup.folder);
         if self.setup.remote
             && !self.probed
@@ -580,8 +600,14 @@ impl Acquire {
             (S::Times, Reply::Failed(e)) => match e.kind {
                 Unknown => self.stat(S::Verify(Some(e)), Which::Lock),
                 NotFound => self.fail(utime(e), c),
-                _ => self.cleanup(utime(e)),
+                // Ours, untouched: seen first, to be recognized if its removal fails too.
+                _ => self.stat(S::TimesFailed(utime(e)), Which::Lock),
             },
+            (S::TimesFailed(f), Reply::Attrs(a)) => {
+                self.seen = Some(a);
+                self.cleanup(f)
+            }
+            (S::TimesFailed(f), _) => self.cleanup(f),
 
             // ---- read back what was made ----
             (S::Verify(times), Reply::Attrs(a)) => self.verify(a, times, c, mem),
@@ -662,8 +688,8 @@ impl Acquire {
         if c.mono > self.look_sent + LOOK_FRESH {
             return self.fail(Failure::Locked, c);
         }
-        if mem.is_orphan(&self.setup.lock, a.atime) {
-            self.reclaiming = a.atime;
+        if let Some(o) = mem.orphan_at(&self.setup.lock, &a) {
+            self.reclaiming = Some(o);
             return self.call(S::Takeover { reclaim: true }, Op::Rmdir(Which::Lock));
         }
         let stale = match self.setup.rule {
@@ -695,8 +721,8 @@ impl Acquire {
     }
 
     fn taken_over(&mut self, reclaim: bool, c: Clocks, mem: &mut Memory) -> Step {
-        if reclaim {
-            mem.forget_orphan(&self.setup.lock, self.reclaiming);
+        if let (true, Some(o)) = (reclaim, self.reclaiming.take()) {
+            mem.forget_orphan(&self.setup.lock, o);
         }
         mem.sightings.remove(&self.setup.lock);
         self.retake(c, mem)
@@ -716,6 +742,7 @@ impl Acquire {
 
     /// What was made reads back: ours, with our token, in time?
     fn verify(&mut self, a: Attrs, times: Option<Errno>, c: Clocks, mem: &mut Memory) -> Step {
+        self.seen = Some(a);
         let folder = mem.folder(&self.setup.folder);
         let tokened = token_matches(self.setup.token, a.atime);
         // Answered so late (a reply that hung, a pause) that the directory this look saw may
@@ -803,7 +830,13 @@ impl Acquire {
     /// next attempt that finds it removes it instead of waiting it out.
     fn orphaned(&mut self, f: Failure, c: Clocks, mem: &mut Memory) -> Step {
         if !self.setup.mutations.forget_orphans {
-            mem.orphan(&self.setup.lock, self.setup.token);
+            // Tokened (or maybe, when a call went unanswered): by the token. Never tokened but
+            // seen right after it was made: by that stamp.
+            let o = match self.seen.take() {
+                Some(a) if !token_matches(self.setup.token, a.atime) => Orphan::Stamp(a),
+                _ => Orphan::Token(self.setup.token),
+            };
+            mem.orphan(&self.setup.lock, o);
         }
         self.fail(f, c)
     }

@@ -316,7 +316,12 @@ impl Native {
 
     /// Whether it would recognize `atime` as an orphan of its own.
     pub fn owns_orphan(&self, atime: i128) -> bool {
-        self.mem.is_orphan("L", atime)
+        self.mem.orphans.get(&"L".to_string()).is_some_and(|known| {
+            known.iter().any(|o| match o {
+                super::super::memory::Orphan::Token(t) => model::token_matches(*t, atime),
+                super::super::memory::Orphan::Stamp(s) => s.atime == atime,
+            })
+        })
     }
 }
 

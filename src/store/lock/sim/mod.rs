@@ -399,20 +399,6 @@ pub fn run(cfg: &Config) -> Report {
                         };
                         checker.lock_removed(i, obj, maker, attrs, stale, t, &who)
                     }
-                    Effect::Published { value } if std::env::var_os("SIM_DEBUG").is_some() => {
-                        if let Kind::Native(n) = &procs[i].kind {
-                            eprintln!(
-                                "t={t:?} p{i} publishes; hold {} lock {:?}",
-                                n.hold_state(),
-                                folder.at(Name::Lock)
-                            );
-                        }
-                        let n = match &procs[i].kind {
-                            Kind::Native(n) => n.nwrite,
-                            Kind::Reference(r) => r.nwrite,
-                        };
-                        checker.published(i, n, value, lock, t, &who);
-                    }
                     Effect::Published { value } => {
                         let n = match &procs[i].kind {
                             Kind::Native(n) => n.nwrite,

@@ -1,0 +1,190 @@
+//! The world of production ([`super::world::World`]): the calls made with real syscalls
+//! (`platform::fs`), their failures read as the decisions read them, and the real clocks.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::world::{Attrs, Clocks, ErrKind, Errno, Op, Reply, Which, World};
+use crate::fserror::{os_error, FsError};
+use crate::platform::clock::BootInstant;
+use crate::platform::{self, DirAttrs, TouchedDir};
+
+/// The paths one lock's calls name, and whether they are on a network or FUSE folder (where a
+/// failure may hide work done).
+#[derive(Debug, Clone)]
+pub struct RealWorld {
+    pub lock: String,
+    /// The private directory (`<lock>.<uuid>`), made only on network folders.
+    pub pending: String,
+    /// The temp file and the target of a publish.
+    pub temp: String,
+    pub target: String,
+    pub remote: bool,
+}
+
+impl RealWorld {
+    /// The world of the lock at `lock` (no publish paths yet).
+    pub fn new(lock: String, remote: bool) -> RealWorld {
+        let pending = format!("{lock}.{}", super::super::atomic_file::random_uuid());
+        RealWorld {
+            lock,
+            pending,
+            temp: String::new(),
+            target: String::new(),
+            remote,
+        }
+    }
+
+    fn path(&self, w: Which) -> &str {
+        match w {
+            Which::Lock => &self.lock,
+            Which::Pending => &self.pending,
+            Which::Temp => &self.temp,
+            Which::Target => &self.target,
+        }
+    }
+
+    /// The Node-shaped error of a failed call (every path of the lock protocol is reported as
+    /// the lock path, as proper-lockfile's errors name it; a publish names its temp and
+    /// target).
+    pub fn error(&self, syscall: &'static str, err: Errno) -> FsError {
+        let e = std::io::Error::from_raw_os_error(err.raw);
+        match syscall {
+            "rename" if !self.temp.is_empty() => {
+                FsError::io(&e, "rename", &self.temp).with_dest(&self.target)
+            }
+            "rm" => FsError::io(&e, "rm", &self.target),
+            _ => FsError::io(&e, syscall, &self.lock),
+        }
+    }
+
+    fn failed(&self, op: Op, e: std::io::Error) -> Reply {
+        Reply::Failed(classify(&e, op, self.remote))
+    }
+}
+
+/// How the decisions read an OS error of `op` on a folder that is (or is not) `remote`.
+pub fn classify(e: &std::io::Error, op: Op, remote: bool) -> Errno {
+    let raw = e.raw_os_error().unwrap_or(0);
+    let code = os_error(e).0;
+    let mutates = !matches!(op, Op::Stat { .. });
+    let kind = match code {
+        "ENOENT" | "ENOTDIR" => ErrKind::NotFound,
+        "EEXIST" => ErrKind::Exists,
+        "EINVAL" | "ENOSYS" | "ENOTSUP" if op == Op::RenameNoReplace => ErrKind::Unsupported,
+        "EIO" | "ETIMEDOUT" | "ENOTCONN" | "EAGAIN" | "ESTALE" | "ECONNRESET" if remote => {
+            ErrKind::Unknown
+        }
+        // SMB refuses a call on a directory being removed by another client; not a real answer.
+        "EBUSY" | "EACCES" | "EPERM" if remote && mutates => ErrKind::Unknown,
+        // libuv has no name for ESTALE on some platforms.
+        _ if remote && is_estale(raw) => ErrKind::Unknown,
+        _ => ErrKind::Other,
+    };
+    Errno { raw, kind }
+}
+
+#[cfg(unix)]
+fn is_estale(raw: i32) -> bool {
+    raw == libc::ESTALE
+}
+
+#[cfg(not(unix))]
+fn is_estale(_raw: i32) -> bool {
+    false
+}
+
+fn attrs(a: DirAttrs) -> Attrs {
+    Attrs {
+        dev: a.dev,
+        ino: a.ino,
+        mtime: a.mtime,
+        atime: a.atime,
+    }
+}
+
+/// How long a look (a `stat`, which changes nothing) is made again while a network client
+/// answers "not now" (smbnetfs answers EIO for 3 s after a request it could not complete).
+const LOOK_AGAIN_WITHIN: std::time::Duration = std::time::Duration::from_millis(6000);
+
+impl World for RealWorld {
+    fn call(&mut self, op: Op) -> Reply {
+        match op {
+            Op::Mkdir(w) => match std::fs::create_dir(self.path(w)) {
+                Ok(()) => Reply::Done,
+                Err(e) => self.failed(op, e),
+            },
+            Op::Rmdir(w) => match std::fs::remove_dir(self.path(w)) {
+                Ok(()) => Reply::Done,
+                Err(e) => self.failed(op, e),
+            },
+            Op::Stat { which, fresh } => {
+                // A look changes nothing: made again through a network client's error window.
+                let mut backoff = super::super::transient::Backoff::within(LOOK_AGAIN_WITHIN);
+                loop {
+                    match platform::fs::dir_attrs(self.path(which), fresh && self.remote) {
+                        Ok(a) => return Reply::Attrs(attrs(a)),
+                        Err(e) => {
+                            let r = self.failed(op, e);
+                            if matches!(r, Reply::Failed(x) if x.kind == ErrKind::Unknown)
+                                && backoff.wait()
+                            {
+                                continue;
+                            }
+                            return r;
+                        }
+                    }
+                }
+            }
+            Op::SetTimes {
+                which,
+                atime,
+                mtime,
+            } => match platform::fs::set_times_ns(self.path(which), atime, mtime) {
+                Ok(()) => Reply::Done,
+                Err(e) => self.failed(op, e),
+            },
+            Op::RenameNoReplace => {
+                match platform::fs::rename_noreplace(&self.pending, &self.lock) {
+                    Ok(()) => Reply::Done,
+                    Err(e) => self.failed(op, e),
+                }
+            }
+            Op::Touch { ident, mtime } => {
+                let atime = match ident {
+                    super::model::Ident::Token { token, .. } => token,
+                    super::model::Ident::Stamp { .. } => mtime,
+                };
+                match platform::fs::touch_dir(&self.lock, |a| ident.is(&attrs(*a)), atime, mtime) {
+                    TouchedDir::Done(a) => Reply::Attrs(attrs(a)),
+                    TouchedDir::NotOurs => Reply::NotOurs,
+                    TouchedDir::Failed(e) => self.failed(op, e),
+                }
+            }
+            Op::Rename => match platform::fs::rename_replace(&self.temp, &self.target) {
+                Ok(()) => Reply::Done,
+                Err(e) => self.failed(op, e),
+            },
+            Op::Unlink => match std::fs::remove_file(&self.target) {
+                Ok(()) => Reply::Done,
+                Err(e) => self.failed(op, e),
+            },
+        }
+    }
+
+    fn clocks(&self) -> Clocks {
+        now()
+    }
+}
+
+/// The three clocks now.
+pub fn now() -> Clocks {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    Clocks {
+        wall: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128),
+        mono: origin.elapsed(),
+        boot: BootInstant::now().since_origin(),
+    }
+}
