@@ -517,38 +517,39 @@ impl FaultFs {
                     Duration::ZERO,
                 );
             }
-            Verdict::Error { rule, errno } => {
-                reply.fail(Errno::from_i32(errno));
-                let e = errno_name(errno);
-                inner.rules.record(
-                    &info,
-                    arrived,
-                    Some(rule),
-                    action,
-                    "-".into(),
-                    e,
-                    Duration::ZERO,
-                );
+            Verdict::Error { rule, errno, ms } => {
+                let inner = inner.clone();
+                held(ms, move || {
+                    let started = Instant::now();
+                    std::thread::sleep(Duration::from_millis(ms));
+                    reply.fail(Errno::from_i32(errno));
+                    let e = errno_name(errno);
+                    let waited = started.elapsed();
+                    inner
+                        .rules
+                        .record(&info, arrived, Some(rule), action, "-".into(), e, waited);
+                });
             }
-            Verdict::LostReply { rule, errno } => {
-                let result = match act(inner) {
-                    Ok(t) => {
-                        t.undo(inner);
-                        "ok".to_string()
-                    }
-                    Err(e) => errno_name(e.code()),
-                };
-                reply.fail(Errno::from_i32(errno));
-                let e = errno_name(errno);
-                inner.rules.record(
-                    &info,
-                    arrived,
-                    Some(rule),
-                    action,
-                    result,
-                    e,
-                    Duration::ZERO,
-                );
+            Verdict::LostReply { rule, errno, ms } => {
+                let inner = inner.clone();
+                held(ms, move || {
+                    let started = Instant::now();
+                    let result = match act(&inner) {
+                        Ok(t) => {
+                            t.undo(&inner);
+                            "ok".to_string()
+                        }
+                        Err(e) => errno_name(e.code()),
+                    };
+                    // The work is done; the caller hears of it (as a failure) only after `ms`.
+                    std::thread::sleep(Duration::from_millis(ms));
+                    reply.fail(Errno::from_i32(errno));
+                    let e = errno_name(errno);
+                    let waited = started.elapsed();
+                    inner
+                        .rules
+                        .record(&info, arrived, Some(rule), action, result, e, waited);
+                });
             }
             Verdict::Delay { rule, ms } => {
                 let inner = inner.clone();
@@ -579,6 +580,15 @@ impl FaultFs {
                 });
             }
         }
+    }
+}
+
+/// Run `f` here, or on a thread of its own when it waits (`ms` > 0).
+fn held(ms: u64, f: impl FnOnce() + Send + 'static) {
+    if ms == 0 {
+        f();
+    } else {
+        std::thread::spawn(f);
     }
 }
 

@@ -153,7 +153,9 @@ pub struct RuleSpec {
     /// The errno of `error` and `lost_reply` (default EIO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errno: Option<ErrnoSpec>,
-    /// The wait of `delay`, in milliseconds.
+    /// The wait of `delay`, in milliseconds; for `lost_reply` and `error`, how long the caller
+    /// waits for its answer (a client's timeout: a `lost_reply` performs at once, then answers
+    /// after `ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
 }
@@ -462,10 +464,10 @@ fn tgid_of(tid: u32) -> u32 {
 pub enum Verdict {
     /// No rule acts: perform and answer.
     Pass,
-    /// Answer `errno` without performing.
-    Error { rule: u64, errno: i32 },
-    /// Perform, then answer `errno`.
-    LostReply { rule: u64, errno: i32 },
+    /// Answer `errno` (after `ms`) without performing.
+    Error { rule: u64, errno: i32, ms: u64 },
+    /// Perform, then answer `errno` (after `ms`).
+    LostReply { rule: u64, errno: i32, ms: u64 },
     /// Wait `ms`, then perform and answer.
     Delay { rule: u64, ms: u64 },
     /// Wait at `gate` until released past `generation`, then perform and answer.
@@ -618,10 +620,12 @@ impl Rules {
                 Kind::Error => Verdict::Error {
                     rule: id,
                     errno: rule.errno,
+                    ms: rule.spec.ms.unwrap_or(0),
                 },
                 Kind::LostReply => Verdict::LostReply {
                     rule: id,
                     errno: rule.errno,
+                    ms: rule.spec.ms.unwrap_or(0),
                 },
                 Kind::Delay => Verdict::Delay {
                     rule: id,
@@ -721,7 +725,7 @@ mod tests {
         let p = || ("a/f.json.lock".to_string(), None);
         let kinds: Vec<_> = (0..4)
             .map(|_| match rules.decide(&call("rmdir", &p)) {
-                Verdict::Error { rule, errno } => {
+                Verdict::Error { rule, errno, .. } => {
                     assert_eq!((rule, errno), (a, libc::EIO));
                     "error"
                 }
