@@ -112,15 +112,16 @@ test('delay and hang hold one request on a thread of its own; others go on; rele
   fs.mkdirSync(path.join(m.backing, 'slow'))
   fs.writeFileSync(path.join(m.backing, 'x'), 'x')
   fs.writeFileSync(path.join(m.backing, 'y'), 'y')
-  const d = await m.addRule({ op: 'opendir', path: '^slow$', kind: 'delay', ms: 1500, count: 1 })
+  const d = await m.addRule({ op: 'opendir', path: '^slow$', kind: 'delay', ms: 3000, count: 1 })
   const started = Date.now()
   let listed = null
   const listing = fsp.readdir(path.join(m.dir, 'slow')).then(() => (listed = Date.now()))
   await m.until(d, (h) => h.fired === 1, 'the listing to be held')
   assert.equal(await fsp.readFile(path.join(m.dir, 'x'), 'utf8'), 'x', 'another request is answered meanwhile')
-  assert.equal(listed, null, '...while the delayed one is still held')
+  const read = Date.now()
   await listing
-  assert.ok(listed - started >= 1400, `delayed ${listed - started} ms`)
+  assert.ok(read < listed, '...before the delayed one')
+  assert.ok(listed - started >= 2900, `delayed ${listed - started} ms`)
 
   // hang: until released. A directory-changing request holds its folder's lock in the kernel
   // (as it would over NFS), so the requests shown to go on meanwhile are in another folder.
@@ -155,7 +156,6 @@ test('delay and hang hold one request on a thread of its own; others go on; rele
       ['hang', 'ok', 'ok'],
     ],
   )
-  assert.ok(log.find((e) => e.rule === h).held_ms > 0)
 })
 
 test('whole seconds: times are reported and stored truncated to the second', { skip, timeout: 60_000 }, async () => {
@@ -227,7 +227,7 @@ test('two mounts of one folder are two machines: each sees the other\'s changes 
   assert.ok(Date.now() - cachedAt >= 3500, `b saw the changes ${Date.now() - cachedAt} ms after caching`)
 })
 
-test('pid filter: only the named process meets the fault (its threads included)', { skip, timeout: 60_000 }, async () => {
+test('pid filter: only the named process meets the fault (its threads included)', { skip, timeout: 60_000 }, async (t) => {
   const m = await mount({ name: 'pid' })
   fs.writeFileSync(path.join(m.backing, 'f'), 'x')
   const script = `
@@ -244,7 +244,7 @@ test('pid filter: only the named process meets the fault (its threads included)'
     console.log('ready')
   `
   const c = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] })
-  test.after(() => c.kill('SIGKILL'))
+  t.after(() => c.kill('SIGKILL'))
   let out = ''
   c.stdout.on('data', (d) => (out += d))
   await faultfs.waitFor('the child', () => out.includes('ready'))
