@@ -50,8 +50,9 @@ else run('actionlint (.github/workflows)', process.execPath, [path.join('scripts
 // Every rule ID a comment or doc page cites must be defined in docs/ARCHITECTURE.md's table.
 run('rule IDs cited in comments and docs are defined (scripts/check-rule-ids.js)', process.execPath, [path.join('scripts', 'check-rule-ids.js')])
 run('cargo fmt', 'cargo', ['fmt', '--check'])
-run('cargo clippy', 'cargo', ['clippy', '--all-targets', '--quiet', '--', '-D', 'warnings'])
-ownTmp('cargo test', 'cargo', ['test', '--quiet'])
+// The workspace: the addon and tools/faultfs (the fault layer; on other OSes a stub binary).
+run('cargo clippy', 'cargo', ['clippy', '--workspace', '--all-targets', '--quiet', '--', '-D', 'warnings'])
+ownTmp('cargo test', 'cargo', ['test', '--workspace', '--quiet'])
 // Explicit file list: `node --test <dir>` means different things on Node 20 and 22+.
 const testFiles = fs
   .readdirSync(path.join(root, '__test__'))

@@ -326,8 +326,8 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       if (!this.#closed) {
         const listed = this.#reconcile(initial ? 'initial' : 'baseline')
         if (initial) this.#initial = listed
+        this.#checkRemote(listed)
       }
-      if (!this.#closed) this.#checkRemote()
     }
 
     /** What a watch of this iteration saw: changed names, null (look again), or its failure. */
@@ -420,7 +420,7 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
      * List the folder at the path. `baseline` (the call, without `initial`): its entries are
      * known, not news. `initial`: they come first, in listing order (UTF-16 order, as
      * listEntries has them). `again`: every entry in it and every entry known is read again.
-     * Resolves once the ids are queued.
+     * Resolves with the listing once the ids are queued (undefined once closed).
      */
     #reconcile(how) {
       const listing = ++this.#listings
@@ -443,27 +443,26 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           }
           if (this.#polled !== null && latest) this.#polled = now
           this.#wakeUp()
+          return now
         },
         (err) => this.#close(err), // the folder is there but cannot be listed
       )
     }
 
-    /** On a network or FUSE file system, also list the folder every ENTRY_POLL_INTERVAL_MS. */
-    #checkRemote() {
+    /**
+     * On a network or FUSE file system, also list the folder every ENTRY_POLL_INTERVAL_MS. The
+     * first poll compares with the call's own listing (`listed`), so an entry that came after
+     * it is news however long the remote check took (a listing of its own, taken later, would
+     * have counted such an entry as already known: issue 41).
+     */
+    #checkRemote(listed) {
       let on = this.#dir
       while (!fs.existsSync(on) && path.dirname(on) !== on) on = path.dirname(on)
-      isRemote(on).then(
-        (remote) => {
+      Promise.all([isRemote(on), listed]).then(
+        ([remote, now]) => {
           if (!remote || this.#closed) return
-          // The first listing is the baseline: only later changes are news.
-          scan(this.#dir).then(
-            (now) => {
-              if (this.#closed) return
-              this.#polled = now
-              this.#poll = setInterval(() => this.#pollOnce(), ENTRY_POLL_INTERVAL_MS)
-            },
-            () => {},
-          )
+          this.#polled ??= now
+          this.#poll = setInterval(() => this.#pollOnce(), ENTRY_POLL_INTERVAL_MS)
         },
         () => {},
       )
