@@ -142,6 +142,12 @@ pub fn code_name(e: i32) -> &'static str {
         libc::EBADF => "EBADF",
         libc::EDQUOT => "EDQUOT",
         libc::ESTALE => "ESTALE",
+        libc::ENOTCONN => "ENOTCONN",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENOTSUP => "ENOTSUP",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ENXIO => "ENXIO",
         _ => "UNKNOWN",
     }
 }
@@ -228,6 +234,11 @@ fn description(code: &str) -> &'static str {
         "ESTALE" => "stale file handle",
         "ENOMEM" => "not enough memory",
         "ENOTSUP" => "operation not supported on socket",
+        "ENOTCONN" => "socket is not connected",
+        "ETIMEDOUT" => "connection timed out",
+        "ENOSYS" => "function not implemented",
+        "ECONNRESET" => "connection reset by peer",
+        "ENXIO" => "no such device or address",
         _ => "unknown error",
     }
 }

@@ -4,7 +4,7 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::world::{Attrs, Clocks, ErrKind, Errno, Op, Reply, Which, World};
-use crate::fserror::{os_error, FsError};
+use crate::fserror::FsError;
 use crate::platform::clock::BootInstant;
 use crate::platform::{self, DirAttrs, TouchedDir};
 
@@ -65,32 +65,57 @@ impl RealWorld {
 /// How the decisions read an OS error of `op` on a folder that is (or is not) `remote`.
 pub fn classify(e: &std::io::Error, op: Op, remote: bool) -> Errno {
     let raw = e.raw_os_error().unwrap_or(0);
-    let code = os_error(e).0;
     let mutates = !matches!(op, Op::Stat { .. });
-    let kind = match code {
-        "ENOENT" | "ENOTDIR" => ErrKind::NotFound,
-        "EEXIST" => ErrKind::Exists,
-        "EINVAL" | "ENOSYS" | "ENOTSUP" if op == Op::RenameNoReplace => ErrKind::Unsupported,
-        "EIO" | "ETIMEDOUT" | "ENOTCONN" | "EAGAIN" | "ESTALE" | "ECONNRESET" if remote => {
-            ErrKind::Unknown
-        }
-        // SMB refuses a call on a directory being removed by another client; not a real answer.
-        "EBUSY" | "EACCES" | "EPERM" if remote && mutates => ErrKind::Unknown,
-        // libuv has no name for ESTALE on some platforms.
-        _ if remote && is_estale(raw) => ErrKind::Unknown,
+    let kind = match reading(raw) {
+        Reading::NotFound => ErrKind::NotFound,
+        Reading::Exists => ErrKind::Exists,
+        Reading::Unsupported if op == Op::RenameNoReplace => ErrKind::Unsupported,
+        Reading::NotNow if remote => ErrKind::Unknown,
+        // SMB refuses a call on a directory being removed by another client: not an answer.
+        Reading::Refused if remote && mutates => ErrKind::Unknown,
         _ => ErrKind::Other,
     };
     Errno { raw, kind }
 }
 
-#[cfg(unix)]
-fn is_estale(raw: i32) -> bool {
-    raw == libc::ESTALE
+enum Reading {
+    NotFound,
+    Exists,
+    Unsupported,
+    /// The client could not reach the server, or the reply did not come.
+    NotNow,
+    Refused,
+    Other,
 }
 
-#[cfg(not(unix))]
-fn is_estale(_raw: i32) -> bool {
-    false
+#[cfg(unix)]
+fn reading(raw: i32) -> Reading {
+    match raw {
+        libc::ENOENT | libc::ENOTDIR => Reading::NotFound,
+        libc::EEXIST => Reading::Exists,
+        libc::EINVAL | libc::ENOSYS | libc::ENOTSUP => Reading::Unsupported,
+        libc::EIO
+        | libc::ETIMEDOUT
+        | libc::ENOTCONN
+        | libc::EAGAIN
+        | libc::ESTALE
+        | libc::ECONNRESET
+        | libc::EINTR => Reading::NotNow,
+        libc::EBUSY | libc::EACCES | libc::EPERM => Reading::Refused,
+        _ => Reading::Other,
+    }
+}
+
+#[cfg(windows)]
+fn reading(raw: i32) -> Reading {
+    match crate::fserror::win32_code_name(raw as u32) {
+        "ENOENT" => Reading::NotFound,
+        "EEXIST" => Reading::Exists,
+        "EINVAL" | "ENOTSUP" => Reading::Unsupported,
+        "EIO" | "EAGAIN" => Reading::NotNow,
+        "EBUSY" | "EACCES" | "EPERM" => Reading::Refused,
+        _ => Reading::Other,
+    }
 }
 
 fn attrs(a: DirAttrs) -> Attrs {
