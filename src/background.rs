@@ -31,6 +31,8 @@ pub struct Pool {
     on_start: fn(),
     /// A job running this long no longer holds a place within `max_threads`.
     stuck_after: Option<Duration>,
+    /// Threads in all, stuck ones included: beyond this, jobs wait.
+    cap: usize,
 }
 
 #[derive(Default)]
@@ -54,7 +56,15 @@ impl Pool {
             name,
             on_start,
             stuck_after: None,
+            cap: usize::MAX,
         }
+    }
+
+    /// The same pool, never more than `cap` threads in all, stuck ones included (a mount that
+    /// stopped answering keeps at most this many).
+    pub fn capped(mut self, cap: usize) -> Self {
+        self.cap = cap.max(self.max_threads);
+        self
     }
 
     /// The same pool, where a thread busy with one job for `after` or longer no longer counts
@@ -92,7 +102,7 @@ impl Pool {
 
     /// Start a thread if the bound allows; whether one was started.
     fn start_if_room(&'static self, st: &mut PoolState) -> bool {
-        if self.counted(st) >= self.max_threads {
+        if self.counted(st) >= self.max_threads || st.threads >= self.cap {
             return false;
         }
         let index = st.next_index;

@@ -3,7 +3,7 @@
 //! probes), `session` (tail-recovery of session files), `store` (process-matrix entries, the
 //! proper-lockfile lock, atomic files), `supervise` (process-exit and folder events) — over
 //! shared JS-semantics helpers (`json`, `jsstr`, `nodepath`, `fserror`) and the background
-//! threads (`background`); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
+//! threads (`background`, and `lanes`: where async file-system calls run); `binding` is the thin N-API layer. See docs/ARCHITECTURE.md.
 
 #![deny(clippy::all)]
 
@@ -12,6 +12,7 @@ pub mod binding;
 pub mod fserror;
 pub mod json;
 pub mod jsstr;
+pub mod lanes;
 pub mod liveness;
 pub mod nodepath;
 pub mod platform;

@@ -29,7 +29,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use super::env_data;
-use super::failure::{js_error, on_pool, Failure};
+use super::failure::{js_error, Failure};
 use crate::fserror::FsError;
 use crate::platform::{fs::stamp_of, fs_kind};
 use crate::supervise::{self as core, snapshot, ExitWatch, Filter, Notice, Sink};
@@ -320,8 +320,11 @@ pub struct ScannedFile {
 /// notifications miss remote changes; `[]` when the folder does not exist (or is a file).
 #[napi(catch_unwind, ts_return_type = "Promise<ScannedFile[]>")]
 pub fn dir_scan(env: &Env, dir: String) -> Result<PromiseRaw<'_, Vec<ScannedFile>>> {
-    on_pool(
+    // A network folder's listing goes to its mount's lane, never libuv's pool.
+    let lane = crate::lanes::of_folder(Path::new(&dir));
+    super::failure::run(
         env,
+        lane,
         move || match snapshot::scan(Path::new(&dir)) {
             Ok(listing) => Ok(listing
                 .into_iter()
@@ -360,8 +363,12 @@ fn not_a_directory() -> i32 {
 /// (`platform::fs_kind`); `null` when `dir` cannot be looked at.
 #[napi(catch_unwind, ts_return_type = "Promise<boolean | null>")]
 pub fn dir_is_remote(env: &Env, dir: String) -> Result<PromiseRaw<'_, Option<bool>>> {
-    on_pool(
+    // Not known yet: looked at on the looking lane (a mount that stopped answering holds none
+    // of libuv's threads).
+    let lane = crate::lanes::of_folder(Path::new(&dir));
+    super::failure::run(
         env,
+        lane,
         move || {
             Ok(stamp_of(&dir)
                 .ok()

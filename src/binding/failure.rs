@@ -96,11 +96,12 @@ pub fn internal() -> FsError {
     FsError::Internal("pi-native: internal failure in a worker thread".into())
 }
 
-/// Run `work` off the JS thread (one hop: a runtime worker thread, run in place) and settle on
-/// the JS thread: `to_js` for a success, the environment's error for a failure or a panic.
-pub fn run<'e, T, V>(
+/// Settle the outcome of `work` on the JS thread: `to_js` for a success, the environment's
+/// error for a failure. The future runs on the runtime's few threads and must not block them:
+/// its file-system calls go to [`crate::lanes`], its waits are timers.
+pub fn settle<'e, T, V>(
     env: &'e Env,
-    work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
+    work: impl std::future::Future<Output = std::result::Result<T, FsError>> + Send + 'static,
     to_js: impl FnOnce(&Env, T) -> Result<V> + 'static,
 ) -> Result<PromiseRaw<'e, V>>
 where
@@ -108,18 +109,34 @@ where
     V: ToNapiValue,
 {
     env.spawn_future_with_callback(
-        async move {
-            // block_in_place: run here, handing this worker's other tasks to another thread,
-            // instead of a second hop to the blocking pool.
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                tokio::task::block_in_place(work)
-            }));
-            Ok(outcome.unwrap_or_else(|_| Err(internal())))
-        },
+        async move { Ok(work.await) },
         move |env, outcome| match outcome {
             Ok(v) => to_js(env, v),
             Err(e) => Err(js_error(env, &e)),
         },
+    )
+}
+
+/// Run `work` on `lane` ([`crate::lanes`]: a local folder's, a network mount's own threads,
+/// never libuv's pool) and settle on the JS thread; a panic becomes a rejection.
+pub fn run<'e, T, V>(
+    env: &'e Env,
+    lane: crate::lanes::Lane,
+    work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
+    to_js: impl FnOnce(&Env, T) -> Result<V> + 'static,
+) -> Result<PromiseRaw<'e, V>>
+where
+    T: Send + 'static,
+    V: ToNapiValue,
+{
+    settle(
+        env,
+        async move {
+            crate::lanes::run(lane, work)
+                .await
+                .unwrap_or_else(|| Err(internal()))
+        },
+        to_js,
     )
 }
 
@@ -168,17 +185,18 @@ pub fn on_pool<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
     Ok(env.spawn(task)?.promise_object())
 }
 
-/// Run a store operation off the JS thread: on libuv's pool when it never waits (`wait` false,
-/// the fast path), else on the runtime threads ([`run`]), where waiting holds no shared thread.
-pub fn off_thread<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
+/// Run work that never waits off the JS thread, near the file or folder `path`: on libuv's
+/// pool when its folder is known to be local (one `uv_queue_work` there and back, as Node's own
+/// fs calls), else on the folder's lane ([`run`]): a call into a network folder may wait on a
+/// server, and must not hold a thread of the pool the host's fs, dns and zlib calls share.
+pub fn near<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
     env: &'e Env,
-    wait: bool,
+    path: &str,
     work: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
     to_js: fn(&Env, T) -> Result<V>,
 ) -> Result<PromiseRaw<'e, V>> {
-    if wait {
-        run(env, work, to_js)
-    } else {
-        on_pool(env, work, to_js)
+    match crate::lanes::of_file(path) {
+        crate::lanes::Lane::Local => on_pool(env, work, to_js),
+        lane => run(env, lane, work, to_js),
     }
 }

@@ -10,7 +10,8 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::expected::{expected_timestamps, to_exp, Js};
-use super::failure::{js_error, off_thread, on_pool, run};
+use super::failure::{internal, js_error, near, run, settle};
+use crate::lanes::{self, Lane};
 use crate::store::entry::Expected;
 use crate::store::lock::{self, FsRule, HolderKind, LockGuard, LockOptions, Retry};
 use crate::store::{self as core, Action, CasOutcome, PendingCas, WriteOptions};
@@ -97,11 +98,13 @@ fn entry_text(r: core::ReadOut) -> EntryText {
 }
 
 /// readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
-/// Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
+/// Takes no lock: on libuv's pool in a local folder, on the folder's lane elsewhere ([`near`]:
+/// a network folder's coherent read may retry for seconds).
 #[napi(catch_unwind, ts_return_type = "Promise<EntryText | null>")]
 pub fn store_read<'e>(env: &'e Env, file: String) -> Result<PromiseRaw<'e, Option<EntryText>>> {
-    on_pool(
+    near(
         env,
+        &file.clone(),
         move || Ok(core::read_entry_on_pool(&file)),
         |_, r| Ok(r.map(entry_text)),
     )
@@ -178,8 +181,10 @@ fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
 /// entries as [`ListChunks`].
 #[napi(catch_unwind, ts_return_type = "Promise<ListChunks>")]
 pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, ListChunks>> {
+    let lane = lanes::of_folder(std::path::Path::new(&core::process_matrix_dir(&agent_dir)));
     run(
         env,
+        lane,
         move || Ok(list_chunks(core::list_entries(&agent_dir))),
         |_, chunks| Ok(chunks),
     )
@@ -220,7 +225,9 @@ pub fn store_remove<'e>(
 
 /// Run `op` off the JS thread under `file`'s entry lock (the calling environment's async
 /// policy; `wait` as in [`store_write`]); `to_js` converts its outcome, None when the fast
-/// path found the lock busy.
+/// path found the lock busy. The fast path (one attempt, no waiting) runs on libuv's pool, and
+/// only in a folder known to be local; everything else is the async path: the acquisition's
+/// waits are timers, its calls and `op` run on the folder's lane ([`crate::lanes`]).
 fn under_entry_lock<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
     env: &'e Env,
     file: String,
@@ -230,12 +237,26 @@ fn under_entry_lock<'e, T: Send + 'static, V: ToNapiValue + TypeName + 'static>(
 ) -> Result<PromiseRaw<'e, V>> {
     let lock = store_lock(env)?;
     let in_flight = lock::InFlight::start(&file);
-    off_thread(
+    if !wait && lanes::of_file(&file) == Lane::Local {
+        return super::failure::on_pool(
+            env,
+            move || {
+                let _in_flight = in_flight;
+                core::with_entry_lock(&file, lock, false, |guard| op(guard, &file))
+            },
+            to_js,
+        );
+    }
+    settle(
         env,
-        wait,
-        move || {
+        async move {
             let _in_flight = in_flight;
-            core::with_entry_lock(&file, lock, wait, |guard| op(guard, &file))
+            let guard = lock::drive::acquire_async(file.clone(), core::entry_lock(lock)).await?;
+            let lane = lanes::of_file(&file);
+            lanes::run(lane, move || op(guard, &file))
+                .await
+                .unwrap_or_else(|| Err(internal()))
+                .map(Some)
         },
         to_js,
     )
@@ -279,8 +300,10 @@ impl SuspendedCas {
     #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
     pub fn finish<'e>(&mut self, env: &'e Env, matched: bool) -> Result<PromiseRaw<'e, bool>> {
         let p = self.pending.take();
+        let lane = p.as_ref().map_or(Lane::Local, |p| lanes::of_file(&p.file));
         run(
             env,
+            lane,
             move || match p {
                 Some(p) => core::cas_finish(p, matched).map(is_match),
                 None => Ok(false),
@@ -456,11 +479,18 @@ pub fn store_cas_judged<'e>(
     let opts = store_opts(env, durable)?;
     let act = action(payload, remove);
     let in_flight = lock::InFlight::start(&file);
-    run(
+    settle(
         env,
-        move || {
+        async move {
             let _in_flight = in_flight;
-            core::cas_judged(&file, act, opts)
+            let guard =
+                lock::drive::acquire_async(file.clone(), core::judged_lock(opts.lock)).await?;
+            let lane = lanes::of_file(&file);
+            lanes::run(lane, move || {
+                core::cas_judged_locked(guard, &file, act, opts.durable)
+            })
+            .await
+            .unwrap_or_else(|| Err(internal()))
         },
         |_, p| Ok(SuspendedCas::new(p)),
     )
@@ -498,8 +528,10 @@ pub fn sweep_orphan_temp_files<'e>(
 ) -> Result<PromiseRaw<'e, Vec<String>>> {
     let age =
         std::time::Duration::from_millis(min_age_ms.unwrap_or(300_000.0).clamp(0.0, 1e15) as u64);
+    let lane = lanes::of_folder(std::path::Path::new(&core::process_matrix_dir(&agent_dir)));
     run(
         env,
+        lane,
         move || Ok(core::sweep_orphan_temp_files(&agent_dir, age)),
         |_, v| Ok(v),
     )
@@ -532,6 +564,7 @@ pub fn atomic_write<'e>(
     let bytes = content_bytes(content);
     run(
         env,
+        lanes::of_file(&file),
         move || crate::store::atomic_file::write_atomic(&file, &bytes, mode, durable),
         |_, ()| Ok(()),
     )
@@ -572,16 +605,17 @@ impl HeldLock {
     }
 
     /// `release` off the JS thread, for the async `withFileLock`: on libuv's pool as Node's own
-    /// `fs.rmdir`, or, where the lock is on a network file system whose refusals are retried for
-    /// seconds (an SMB client's EIO window), on the runtime's threads. Resolves what `release`
-    /// returns.
+    /// `fs.rmdir` in a local folder, on the folder's lane elsewhere (an SMB client's EIO window
+    /// may hold the release for seconds). Resolves what `release` returns.
     #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
     pub fn release_async<'e>(&mut self, env: &'e Env) -> Result<PromiseRaw<'e, bool>> {
         let guard = self.guard.take();
-        let may_wait = guard.as_ref().is_some_and(LockGuard::remote);
-        off_thread(
+        let file = guard
+            .as_ref()
+            .map_or_else(String::new, |g| g.file().to_string());
+        near(
             env,
-            may_wait,
+            &file,
             move || Ok(guard.is_none_or(|g| g.release().is_ok())),
             |_, released| Ok(released),
         )
@@ -635,11 +669,11 @@ pub fn lock_acquire<'e>(
 ) -> Result<PromiseRaw<'e, HeldLock>> {
     let opts = callback_lock_options(env, retries, stale, attribute_cache_ms, false)?;
     let in_flight = lock::InFlight::start(&file);
-    run(
+    settle(
         env,
-        move || {
+        async move {
             let _in_flight = in_flight;
-            lock::acquire(&file, opts)
+            lock::drive::acquire_async(file, opts).await
         },
         |_, g| Ok(HeldLock { guard: Some(g) }),
     )

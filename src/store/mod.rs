@@ -580,11 +580,35 @@ pub fn cas_mismatch_now(
 /// SPEC B20's exact route): mkdir -p, lock, read + validate, then suspend with the file's text
 /// and the timestamps only V8 can judge. [`cas_finish`] acts on the JS verdict.
 pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<PendingCas, FsError> {
-    let lock = LockOptions {
+    let guard = lock_entry(file, judged_lock(opts.lock))?;
+    cas_judged_locked(guard, file, action, opts.durable)
+}
+
+/// The lock options of a CAS whose comparison JS makes.
+pub fn judged_lock(lock: LockOptions) -> LockOptions {
+    LockOptions {
         js_verdict: true,
-        ..opts.lock
-    };
-    let guard = lock_entry(file, lock)?;
+        create_parent: true,
+        ..lock
+    }
+}
+
+/// The lock options of a mutating store call: its entry's folder is made when the lock's own
+/// `mkdir` finds it missing (B13).
+pub fn entry_lock(lock: LockOptions) -> LockOptions {
+    LockOptions {
+        create_parent: true,
+        ..lock
+    }
+}
+
+/// [`cas_judged`] once the lock is held.
+pub fn cas_judged_locked(
+    guard: LockGuard,
+    file: &str,
+    action: Action,
+    durable: bool,
+) -> Result<PendingCas, FsError> {
     guard.awaits_js();
     let text = match read_locked(file, &guard) {
         Ok(t) => t,
@@ -603,7 +627,7 @@ pub fn cas_judged(file: &str, action: Action, opts: WriteOptions) -> Result<Pend
         text,
         pending,
         action,
-        durable: opts.durable,
+        durable,
     })
 }
 

@@ -80,6 +80,53 @@ pub fn is_remote(dir: &Path, dev: u64) -> bool {
     remote
 }
 
+/// What is remembered of `dir`, without a call: (device, remote).
+pub fn remembered(dir: &Path) -> Option<(u64, bool)> {
+    cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(dir)
+        .copied()
+}
+
+/// Learn where `dir` lives (one `stat` for its device, one `statfs`), remembered; None when it
+/// cannot be looked at.
+pub fn learn(dir: &Path) -> Option<(u64, bool)> {
+    if let Some(known) = remembered(dir) {
+        return Some(known);
+    }
+    let dev = device_of(dir)?;
+    let remote = is_remote(dir, dev);
+    remembered(dir).or(Some((dev, remote)))
+}
+
+/// [`learn`] of `dir`, or, where it does not exist yet, of its nearest existing folder (not
+/// remembered for `dir`: a folder made there is on that folder's file system, unless a mount
+/// appears first).
+pub fn learn_nearest(dir: &Path) -> Option<(u64, bool)> {
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if let Some(known) = learn(d) {
+            return Some(known);
+        }
+        at = d.parent();
+    }
+    None
+}
+
+#[cfg(unix)]
+fn device_of(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| m.dev())
+}
+
+#[cfg(windows)]
+fn device_of(dir: &Path) -> Option<u64> {
+    crate::platform::fs::dir_attrs(&dir.to_string_lossy(), false)
+        .ok()
+        .map(|a| a.dev)
+}
+
 /// Whether `dir` is on a network or FUSE file system, without a `stat` of the caller's: the
 /// remembered answer for it if any, else a probe (not remembered: no device to key it by).
 /// For error paths (is an error a network file system's transient one?).

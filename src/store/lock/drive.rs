@@ -381,3 +381,212 @@ pub(crate) fn release_blocking(lock_path: &str, cell: &Cell) -> Result<(), ()> {
         };
     }
 }
+
+// ---- the async driver: timers, not parked threads -------------------------------------------
+
+/// Where a lock's calls run ([`crate::lanes`]), and whether its folder is remote: known to the
+/// caller, remembered, or learned on the looking lane (one `statfs`, off every thread that
+/// matters; a folder not made yet is on its nearest folder's file system).
+pub async fn lane_of(lock_path: &str, opts: &LockOptions) -> (crate::lanes::Lane, bool) {
+    use crate::lanes::Lane;
+    let dir = std::path::PathBuf::from(lock_path)
+        .parent()
+        .map_or_else(std::path::PathBuf::new, |p| p.to_path_buf());
+    let known = match crate::platform::fs_kind::remembered(&dir) {
+        Some(k) => Some(k),
+        None => crate::lanes::run(Lane::Unknown, move || {
+            crate::platform::fs_kind::learn_nearest(&dir)
+        })
+        .await
+        .flatten(),
+    };
+    match (known, opts.remote) {
+        (Some((dev, true)), _) => (Lane::Mount(dev), opts.remote.unwrap_or(true)),
+        (Some((_, false)), r) => (Lane::Local, r.unwrap_or(false)),
+        (None, r) => (Lane::Unknown, r.unwrap_or(false)),
+    }
+}
+
+/// Make one call of `world` on `lane`.
+async fn call_on(
+    lane: crate::lanes::Lane,
+    world: &RealWorld,
+    op: super::world::Op,
+) -> super::world::Reply {
+    let mut w = world.clone();
+    crate::lanes::run(lane, move || w.call(op))
+        .await
+        .unwrap_or(super::world::Reply::Failed(super::world::Errno {
+            raw: 0,
+            kind: super::world::ErrKind::Other,
+        }))
+}
+
+/// [`acquire_blocking`] as a future: every wait (this process's own queue, the schedule, a
+/// notified removal) is a timer or a notification, never a parked thread; every call runs on
+/// the lock's lane. Thousands of waiters cost memory, not threads.
+pub async fn acquire_async(file: String, opts: LockOptions) -> Result<LockGuard, FsError> {
+    let _running = super::refresh::ensure_running().map_err(|why| {
+        FsError::Internal(format!(
+            "pi-native: the lock refresh thread could not start ({why})"
+        ))
+    })?;
+    let (lock_path, target) = super::lock_path_for(&file);
+    let (lane, remote) = lane_of(&lock_path, &opts).await;
+    let world = RealWorld::new(lock_path.clone(), remote);
+    let cell = take_turn_async(&lock_path, &target, &opts, world.clone()).await?;
+    let mut acq = Acquire::new(setup(&lock_path, &opts, remote));
+    let outcome = run_async(&mut acq, lane, &world, &file, &target, &opts).await;
+    finish(lock_path, target, &opts, cell, outcome)
+}
+
+/// [`take_turn`], waiting on the table's notifier.
+async fn take_turn_async(
+    lock_path: &str,
+    file: &str,
+    opts: &LockOptions,
+    world: RealWorld,
+) -> Result<Arc<Cell>, FsError> {
+    let budget = opts.retry.policy().budget();
+    let start = Instant::now();
+    let ticket = {
+        let mut st = table::state();
+        let t = st.next_ticket;
+        st.next_ticket += 1;
+        st.queues
+            .entry(lock_path.to_string())
+            .or_default()
+            .push_back(t);
+        t
+    };
+    let mut world = Some(world);
+    loop {
+        // Registered before the look: a change after it wakes this wait.
+        let changed = table::table().notify.notified();
+        let deadline = {
+            let mut st = table::state();
+            match turn(&mut st, lock_path, ticket, opts, &mut world) {
+                Some(Ok(cell)) => return Ok(cell),
+                Some(Err(())) => {
+                    table::wake(st);
+                    return Err(FsError::Cancelled);
+                }
+                None => {}
+            }
+            let deadline = table::turn_deadline(start, budget, opts.sync(), &st, lock_path);
+            if Instant::now() >= deadline {
+                leave_queue(&mut st, lock_path, ticket);
+                table::wake(st);
+                return Err(FsError::Locked {
+                    file: file.to_string(),
+                });
+            }
+            deadline
+        };
+        let _ =
+            tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), changed).await;
+    }
+}
+
+async fn run_async(
+    acq: &mut Acquire,
+    lane: crate::lanes::Lane,
+    world: &RealWorld,
+    file: &str,
+    target: &str,
+    opts: &LockOptions,
+) -> Result<model::Held, FsError> {
+    if table::state().dead_end(opts) {
+        return Err(FsError::Cancelled);
+    }
+    let mut parent_checked = !opts.create_parent;
+    let mut watch = Watch::off();
+    let mut seen = 0;
+    let mut step = acq.start(real::now(), &mut memory());
+    loop {
+        step = match step {
+            Step::Call(op) => {
+                let r = call_on(lane, world, op).await;
+                acq.next(r, real::now(), &mut memory())
+            }
+            Step::Sleep { .. } | Step::Done(Err(_)) if !parent_checked && missing_parent(acq) => {
+                parent_checked = true;
+                let dir = super::super::atomic_file::dirname(file);
+                let made =
+                    crate::lanes::run(lane, move || super::super::atomic_file::mkdir_p(&dir)).await;
+                match made {
+                    Some(Ok(())) => acq.again(real::now(), &mut memory()),
+                    Some(Err(e)) => return abandon_async(acq, lane, world, e).await,
+                    None => {
+                        let e = FsError::Internal(
+                            "pi-native: internal failure in a worker thread".into(),
+                        );
+                        return abandon_async(acq, lane, world, e).await;
+                    }
+                }
+            }
+            Step::Sleep { until } => {
+                if !watch.on()
+                    && acq.contended()
+                    && acq.next_wait() >= WATCH_FROM_WAIT
+                    && opts.retry != Retry::Once
+                {
+                    watch = Watch::start(&acq.setup().lock);
+                    if watch.on() {
+                        seen = watch.removals();
+                        step = acq.woke(real::now(), &mut memory(), true);
+                        continue;
+                    }
+                }
+                match wait_async(opts.owner, until, &watch, seen).await {
+                    Wake::Cancelled => {
+                        return abandon_async(acq, lane, world, FsError::Cancelled).await
+                    }
+                    Wake::Due => acq.woke(real::now(), &mut memory(), false),
+                    Wake::Removed(n) => {
+                        seen = n;
+                        table::state().notified_attempts += 1;
+                        acq.woke(real::now(), &mut memory(), true)
+                    }
+                }
+            }
+            Step::Done(Ok(h)) => return Ok(h),
+            Step::Done(Err(f)) => return Err(failure(world, target, f)),
+        };
+    }
+}
+
+async fn abandon_async(
+    acq: &mut Acquire,
+    lane: crate::lanes::Lane,
+    world: &RealWorld,
+    e: FsError,
+) -> Result<model::Held, FsError> {
+    let mut step = acq.abandon();
+    while let Step::Call(op) = step {
+        let r = call_on(lane, world, op).await;
+        step = acq.next(r, real::now(), &mut memory());
+    }
+    Err(e)
+}
+
+/// [`wait_blocking`] as a future: a timer, woken early by the table's notifier.
+async fn wait_async(owner: u64, until: Duration, watch: &Watch, seen: u64) -> Wake {
+    loop {
+        let changed = table::table().notify.notified();
+        if owner != 0 && table::state().torn_down.contains(&owner) {
+            return Wake::Cancelled;
+        }
+        if watch.on() {
+            let n = watch.removals();
+            if n > seen {
+                return Wake::Removed(n);
+            }
+        }
+        let now = real::now().mono;
+        if now >= until {
+            return Wake::Due;
+        }
+        let _ = tokio::time::timeout(until - now, changed).await;
+    }
+}

@@ -119,8 +119,10 @@ fn schedule() {
             refresh(&cell, op, now.boot);
         }
     }
-    // Refreshes queued behind stuck ones get a thread of their own.
+    // Refreshes queued behind stuck ones get a thread of their own, and so do the calls of
+    // the lanes (crate::lanes).
     pool().replace_stuck();
+    crate::lanes::replace_stuck();
 }
 
 /// One refresh through a handle of the lock directory ([`super::world::Op::Touch`]), recorded
