@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { root, watchReports, reapedPid, zombie, worldReadableCopy, worldExecutableNode } = require('./helpers.js')
+const { root, reapedPid, zombie, worldReadableCopy, worldExecutableNode } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
 
 const BIN = path.join(root, 'bin', 'pi-native.js')
@@ -246,7 +246,7 @@ test('recover: recovered (0), nothing recoverable (1), no candidates (3), missin
     assert.match(ha.stdout, /^nothing recoverable in .*: looked at 3 of 5 session files/)
     assert.match(ha.stdout, /^  1-empty\.jsonl: is empty$/m)
     assert.match(ha.stdout, /^  2-huge\.jsonl: is 67108865 bytes, over the 67108864-byte cap/m)
-    assert.match(ha.stdout, /^  3-dir\.jsonl: is not a regular file$/m)
+    assert.match(ha.stdout, /^  3-dir\.jsonl: is a directory, not a regular file$/m)
     assert.match(ha.stdout, /^  4-old\.jsonl: not looked at: only the 3 first candidates are/m)
     assert.match(ha.stdout, /^  5-dangling\.jsonl: cannot be read \(ENOENT/m)
 
@@ -466,61 +466,7 @@ test('matrix: missing folder and a folder that is a file are problems with their
   fs.rmSync(a, { recursive: true, force: true })
 })
 
-test('matrix --watch: redraws within a second of a change (even when the folder appears later); SIGINT exits 0', { skip: process.platform === 'win32' && "needs SIGINT delivered to a child (on Windows child.kill('SIGINT') terminates it) and fs.watch events, which Wine does not emulate" }, async () => {
-  const store = require('pi-native/process-matrix-store')
-  const a = tempAgentDir()
-  const child = spawn(process.execPath, [BIN, 'matrix', a, '--watch', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] })
-  const { until, stderr, stop } = watchReports(child)
-  try {
-    const first = await until(() => true, 'initial')
-    assert.deepEqual(first.report.problems.map((p) => p.kind), ['missing-directory'])
-    let t = Date.now()
-    await store.writeEntry(a, makeEntry('master', 'w1'))
-    const seen = await until((r) => r.report.entries.some((e) => e.entryId === 'master-w1'), 'first entry')
-    assert.ok(seen.at - t < 1000, `first change seen after ${seen.at - t} ms`)
-    t = Date.now()
-    fs.writeFileSync(path.join(matrixDir(a), 'broken.json'), '{')
-    const broken = await until((r) => r.report.problems.some((p) => p.file === 'broken.json'), 'broken file')
-    assert.ok(broken.at - t < 1000, `second change seen after ${broken.at - t} ms`)
-    assert.equal(broken.report.healthy, false)
-    t = Date.now()
-    fs.unlinkSync(path.join(matrixDir(a), 'broken.json'))
-    const healed = await until((r) => r.at >= t && r.report.healthy, 'healed')
-    assert.ok(healed.at - t < 1000)
-    // The folder removed and made again: the new folder is watched.
-    t = Date.now()
-    fs.rmSync(matrixDir(a), { recursive: true })
-    await until((r) => r.at >= t && r.report.problems.some((p) => p.kind === 'missing-directory'), 'folder gone')
-    t = Date.now()
-    await store.writeEntry(a, makeEntry('worker', 'again'))
-    const again = await until((r) => r.at >= t && r.report.entries.some((e) => e.entryId === 'worker-again'), 'folder made again')
-    assert.ok(again.at - t < 1000, `change in the new folder seen after ${again.at - t} ms`)
-    t = Date.now()
-    fs.writeFileSync(path.join(matrixDir(a), 'stray.txt'), 'x')
-    await until((r) => r.at >= t && r.report.problems.some((p) => p.file === 'stray.txt'), 'change inside the new folder')
-    const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-    child.kill('SIGINT')
-    assert.deepEqual(await exit, { code: 0, signal: null })
-    assert.equal(stderr(), '')
-  } finally {
-    stop()
-    child.kill('SIGKILL')
-    fs.rmSync(a, { recursive: true, force: true })
-  }
-})
-
-test('matrix --watch (human): a timestamped redraw, exits 0 on SIGINT', { skip: process.platform === 'win32' && "needs SIGINT delivered to a child (on Windows child.kill('SIGINT') terminates it) and fs.watch events, which Wine does not emulate" }, async () => {
-  const a = tempAgentDir()
-  fs.mkdirSync(matrixDir(a), { recursive: true })
-  const child = spawn(process.execPath, [BIN, 'matrix', a, '--watch'], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  await new Promise((resolve) => child.stdout.on('data', (d) => ((out += d), out.includes('summary:') && resolve())))
-  assert.match(out, /^pi-native matrix --watch {2}\d{4}-\d\d-\d\dT.*\(Ctrl-C to stop\)\n\nno valid entries in /)
-  const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-  child.kill('SIGINT')
-  assert.deepEqual(await exit, { code: 0, signal: null })
-  fs.rmSync(a, { recursive: true, force: true })
-})
+// matrix --watch: __test__/cli-watch.test.js and cli-watch-events.test.js.
 
 // ---- unprivileged: eperm, unreadable folders and files -----------------------------------------
 
