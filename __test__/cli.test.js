@@ -57,6 +57,25 @@ test('--version, help, help <command>, <command> --help / -h', () => {
   assert.match(cli('help', 'recover').stdout, /--session-id/)
 })
 
+test("every command's --help matches the README: its usage line is the synopsis line, its exit codes are the table's column", () => {
+  const { fences, commands } = require('../scripts/readme.js')
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const synopsis = commands(fences(readme).find((b) => b.kind === 'cli').body).map((l) => l.replace(/^npx /, ''))
+  const lines = readme.split('\n')
+  const header = lines.find((l) => l.startsWith('| exit | `matrix` |'))
+  const columns = header.split('|').slice(2, -1).map((c) => /`(\w+)`/.exec(c)[1])
+  const rows = lines.filter((l) => /^\| [0-9] \|/.test(l)).map((l) => l.split('|').slice(1, -1).map((c) => c.trim()))
+  for (const c of ['matrix', 'recover', 'pid', 'help']) {
+    const help = cli(c, '--help').stdout
+    const usage = synopsis.find((l) => l.startsWith(`pi-native ${c} `))
+    assert.equal(help.split('\n')[0], `usage: ${usage}`, `${c} --help's usage line is the README's synopsis line`)
+    if (c === 'help') continue
+    const documented = rows.filter((r) => r[columns.indexOf(c) + 1] !== '—').map((r) => Number(r[0]))
+    const listed = [...help.matchAll(/^ {2}(\d) {2}\S/gm)].map((m) => Number(m[1]))
+    assert.deepEqual(listed, documented, `${c} --help lists the exit codes of the README's table`)
+  }
+})
+
 test('usage errors exit 2 with a message and the usage; unknown commands suggest the closest one', () => {
   const cases = [
     [[], /a command is required/, /commands:/],

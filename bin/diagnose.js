@@ -7,12 +7,12 @@ const path = require('node:path')
 const { explainEntry } = require('./explain-entry.js')
 const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('../js/session-parse.js')
 
-// proper-lockfile's staleness floor as the store uses it (SPEC B17): a held lock is refreshed
+// proper-lockfile's staleness floor as the store uses it (rule B17): a held lock is refreshed
 // every second, so a lock directory untouched for longer than this belongs to nobody.
 const LOCK_STALE_MS = 2000
 // sweepOrphanTempFiles' default minimum age: an atomic write lives for milliseconds.
 const TEMP_OLD_MS = 300000
-// The store's temp-file name (SPEC B19): <entry>.json.<pid>.<uuid v4>.tmp
+// The store's temp-file name (rule B19): <entry>.json.<pid>.<uuid v4>.tmp
 const TEMP_RE = /^(.+\.json)\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
 
 /** 'alive' | 'dead' | 'unknown' for a writer pid, judged the way the store's sweep judges it. */
@@ -249,7 +249,7 @@ function formatAge(ms) {
   return `${Math.round(s / 86400)}d`
 }
 
-// ---- recovery candidates (SPEC §2.A) ----------------------------------------------------------
+// ---- recovery candidates (rules A13–A17) ----------------------------------------------------------
 
 /** Why the library found nothing in one candidate file (plain words). */
 function explainCandidate(file, maxFileBytes) {

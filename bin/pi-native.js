@@ -584,7 +584,11 @@ async function main(argv) {
       return EXIT.ok
     }
     if (first === 'help') {
-      const { positionals } = parseCommand('help', rest)
+      const { positionals, values } = parseCommand('help', rest)
+      if (values.help) {
+        await out(commandHelp('help'))
+        return EXIT.ok
+      }
       if (positionals.length > 1) throw new UsageError('help: at most one command', 'help')
       if (positionals.length === 0) {
         await out(GLOBAL_USAGE)
