@@ -190,7 +190,7 @@ async function runQuickStart(workDir, tarballPath, readme) {
   const tarName = path.basename(tarballPath)
   assert.deepEqual(installs, [`npm install ./${tarName}`], 'one install line, naming the tarball npm pack makes')
   // The steps the quick start prints around its blocks, each run below as printed.
-  const steps = { init: 'npm init -y', run: 'node index.js', esm: 'npm pkg set type=module', tsDeps: 'npm install --save-dev typescript @types/node', ts: 'npx tsc --module nodenext index.ts && node index.js' }
+  const steps = { init: 'npm init -y', run: 'node index.js', esm: 'npm pkg set type=module', tsDeps: 'npm install --save-dev typescript @types/node', ts: 'npx tsc --module nodenext --types node index.ts && node index.js' }
   for (const text of Object.values(steps)) assert.ok(quick.includes(`\`${text}\``), `the quick start says \`${text}\``)
 
   // An agentDir with one entry where the example looks for it: ~/.pi/agent of a HOME of its own.
