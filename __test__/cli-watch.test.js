@@ -12,6 +12,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { root, watchReports } = require('./helpers.js')
+const { npmCommand } = require('../scripts/tools.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
 
 const BIN = path.join(root, 'bin', 'pi-native.js')
@@ -131,13 +132,10 @@ function npxProject() {
   return dir
 }
 
-const npmCli = () => {
-  const r = spawnSync('npm', ['prefix', '-g'], { encoding: 'utf8' })
-  const cli = path.join(r.stdout.trim(), 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js')
-  return fs.existsSync(cli) ? cli : null
-}
+/** `[command, args]` of `npm exec --offline -- pi-native …`, as `npx pi-native …` runs (scripts/tools.js). */
+const npx = (args) => npmCommand(['exec', '--offline', '--', 'pi-native', ...args])
 
-test('matrix --watch ends by the signal it got, the same whether started directly or through npm exec (npx); a group Ctrl-C too', { skip: noSignals || (!npmCli() && 'npm not found') }, async () => {
+test('matrix --watch ends by the signal it got, the same whether started directly or through npm exec (npx); a group Ctrl-C too', { skip: noSignals }, async () => {
   const a = tempAgentDir()
   await store.writeEntry(a, makeEntry('master', 'm', { hostname: 'elsewhere' }))
   const project = npxProject()
@@ -145,9 +143,9 @@ test('matrix --watch ends by the signal it got, the same whether started directl
   try {
     for (const how of ['direct', 'npx']) {
       for (const [signal, group] of [['SIGTERM', false], ['SIGINT', true], ['SIGHUP', false], ['SIGTERM', true]]) {
-        const args = how === 'direct' ? [process.execPath, BIN] : [process.execPath, npmCli(), 'exec', '--offline', '--', 'pi-native']
+        const [cmd, args] = how === 'direct' ? [process.execPath, [BIN, 'matrix', a, '--watch', '--json']] : npx(['matrix', a, '--watch', '--json'])
         // Its own process group, as a shell gives a foreground job: Ctrl-C reaches every member.
-        const child = spawn(args[0], [...args.slice(1), 'matrix', a, '--watch', '--json'], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+        const child = spawn(cmd, args, { cwd: project, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
         const { until, stop } = watchReports(child)
         try {
           await until(() => true, `the first frame (${how})`, 30_000)
@@ -182,11 +180,11 @@ function watchPids(agentDir) {
   return out
 }
 
-test('matrix --watch through npm exec: a SIGTERM to npm alone (npm and its shell end, the watch is left behind) still ends the watch', { skip: (process.platform !== 'linux' && 'finds the watch through /proc') || (!npmCli() && 'npm not found') }, async () => {
+test('matrix --watch through npm exec: a SIGTERM to npm alone (npm and its shell end, the watch is left behind) still ends the watch', { skip: process.platform !== 'linux' && 'finds the watch through /proc' }, async () => {
   const a = tempAgentDir()
   fs.mkdirSync(matrixDir(a), { recursive: true })
   const project = npxProject()
-  const child = spawn(process.execPath, [npmCli(), 'exec', '--offline', '--', 'pi-native', 'matrix', a, '--watch', '--json'], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  const child = spawn(...npx(['matrix', a, '--watch', '--json']), { cwd: project, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   const { until, stop } = watchReports(child)
   try {
     await until(() => true, 'the first frame', 30_000)

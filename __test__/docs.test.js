@@ -77,3 +77,15 @@ test('no page cites a Markdown file that is not in the repository', () => {
   }
   assert.deepEqual(cited, [])
 })
+
+test("the README's swap checklist: what changes for a host, the dependency line, how to check the swap, how to roll it back", () => {
+  const start = README.indexOf('\n## Swapping it into a host\n')
+  const section = README.slice(start, README.indexOf('\n## ', start + 1))
+  for (const row of ['answers', 'errors', 'files and locks', 'timing']) assert.match(section, new RegExp(`^\\| ${row} \\|`, 'm'), `the table says what changes for ${row}`)
+  assert.match(section, /\*\*Dependency\*\*: `npm install \.\/pi-native-\d+\.\d+\.\d+\.tgz`/)
+  assert.match(section, /\*\*Check\*\*[^\n]*`npx pi-native --version`/)
+  assert.match(section, /`node -p "require\('pi-native'\)\.backend"`/)
+  assert.match(section, /\*\*Roll back\*\* in one step/)
+  assert.match(section, /`PI_NATIVE_BACKEND=js`/)
+  assert.match(section, /\[docs\/SWAPPING\.md\]\(docs\/SWAPPING\.md\)/)
+})

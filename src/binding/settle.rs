@@ -461,6 +461,7 @@ impl Outbox {
                     }
                 }
                 if in_callback {
+                    // Raw, as its opening above: closing it runs the promises' reactions.
                     sys::napi_close_callback_scope(env, callback_scope);
                 }
             }
