@@ -3,6 +3,7 @@
 // terminated with exit waits and entry watches pending takes them along — no watch, no waiter
 // thread, no pidfd or inotify descriptor left — while the main thread's own waits carry on.
 const test = require('node:test')
+const { isDeepStrictEqual } = require('node:util')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -91,7 +92,8 @@ test('native: a terminated worker takes its exit waits and entry watches along; 
   for (const k of kids) k.kill('SIGKILL')
   assert.equal(await mine, true)
   await s.writeEntry(agentDir, makeEntry('master', 'after'))
-  await sleep(200)
+  // The waiter lets its last watch go on its own thread: wait for it, with a deadline.
+  for (const deadline = Date.now() + 15_000; !isDeepStrictEqual(binding.supervisionState(), before) && Date.now() < deadline; ) await sleep(20)
   assert.deepEqual(binding.supervisionState(), before, 'no watch left, and the waiter is gone with the last one')
   if (resourcesBefore) {
     // The waiter's thread and descriptors are released when its last watch goes.

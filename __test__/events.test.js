@@ -39,15 +39,15 @@ for (const [name, s] of backends()) {
     assert.equal(s.entryWatchMode(), name === 'js' ? 'fs.watch' : { linux: 'inotify', darwin: 'kqueue', win32: 'ReadDirectoryChangesW' }[process.platform])
   })
 
-  test(`${name}: waitForProcessExit resolves true when a process it did not spawn is killed, not before`, async () => {
+  test(`${name}: waitForProcessExit resolves true when a process it did not spawn is killed, not before`, async (t) => {
     const g = await grandchild()
     const wait = s.waitForProcessExit(g.pid)
     assert.equal(await within(wait, 300), undefined, 'pending while alive')
-    const t = Date.now()
+    const t0 = Date.now()
     g.kill()
-    assert.deepEqual(await within(wait, 5000), { value: true })
-    // Kernel routes tell at once; probing takes up to its interval.
-    assert.ok(Date.now() - t < (name === 'js' ? events.EXIT_PROBE_INTERVAL_MS + 500 : 500), `${Date.now() - t} ms`)
+    assert.deepEqual(await within(wait, 15_000), { value: true })
+    // How soon (kernel routes at once, probing within its interval) is the bench's: docs/BENCHMARKS.md.
+    t.diagnostic?.(`told after ${Date.now() - t0} ms`)
   })
 
   test(`${name}: a child killed and reaped by Node, and many at once`, async () => {
@@ -143,7 +143,8 @@ for (const [name, s] of backends()) {
       kids[1].kill('SIGKILL')
       assert.deepEqual(await within(w2, 5000), { value: true })
       assert.equal(getEventListeners(ac2.signal, 'abort').length, 0)
-      await sleep(10)
+      // process.emitWarning emits on the next tick: one macrotask later every warning is in.
+      await new Promise((r) => setImmediate(r))
       assert.deepEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning'), [])
       if (name === 'native') assert.equal(binding.supervisionState().watches, before)
     } finally {
@@ -222,10 +223,9 @@ test('the probing fallback: a pid the kernel will not watch is probed at the doc
   const g = await grandchild()
   const wait = waitForProcessExit(g.pid)
   assert.equal(await within(wait, 3 * events.EXIT_PROBE_INTERVAL_MS), undefined)
-  const t = Date.now()
   g.kill()
-  assert.deepEqual(await within(wait, 5000), { value: true })
-  assert.ok(Date.now() - t <= events.EXIT_PROBE_INTERVAL_MS + 200, `${Date.now() - t} ms`)
+  // Only the probe can tell it (the kernel route refused the pid); how soon is the bench's.
+  assert.deepEqual(await within(wait, 15_000), { value: true })
   assert.deepEqual(calls, [g.pid])
 })
 
@@ -272,7 +272,7 @@ const [agentDir, entryJson, n] = process.argv.slice(2)
 })()`
 
 for (const [name, s] of backends()) {
-  test(`${name}: watchEntries sees another process's writes within 50 ms, each as readEntry has it`, async (t) => {
+  test(`${name}: watchEntries sees each of another process's writes, in order, each as readEntry has it`, async (t) => {
     const a = tempAgentDir()
     fs.mkdirSync(matrixDir(a), { recursive: true })
     await s.writeEntry(a, makeEntry('master', 'before'))
@@ -286,19 +286,19 @@ for (const [name, s] of backends()) {
     writer.stdout.on('data', (d) => (out += d))
     assert.equal(await new Promise((r) => writer.once('exit', r)), 0)
     const written = out.trim().split('\n').map(Number)
-    await c.until((g) => g.some((e) => e.entry?.heartbeatAt === '2026-01-01T00:00:09.000Z'), 5000, 'the last write')
+    await c.until((g) => g.some((e) => e.entry?.heartbeatAt === '2026-01-01T00:00:09.000Z'), 15_000, 'the last write')
     ac.abort()
     await c.done
     assert.equal(c.got.error.name, 'AbortError')
     assert.ok(c.got.every((e) => e.type === 'change' && e.entryId === 'worker-w1'), 'nothing about the entry written before the call')
     assert.deepEqual(c.got.at(-1).entry, await s.readEntry(a, 'worker-w1'))
-    // Each write was seen (the writer paused 40 ms between them), soon after it landed.
+    // The writes were seen in order, none twice (the writer paused 40 ms between them). How soon
+    // after each landed is the bench's ("Supervision events", docs/BENCHMARKS.md): here it is
+    // only reported.
     const beats = c.got.map((e) => e.entry.heartbeatAt)
     assert.deepEqual(beats, [...new Set(beats)].sort(), 'in order, no repeats')
-    const lags = c.got.map((e) => e.at - written[Number(e.entry.heartbeatAt.slice(17, 19))])
-    lags.sort((x, y) => x - y)
-    // The native route is held to 50 ms; fs.watch plus the JS reads get more room.
-    assert.ok(lags[Math.floor(lags.length / 2)] <= (name === 'native' ? 50 : 250), `median lag ${lags[Math.floor(lags.length / 2)]} ms (${lags.map((l) => l.toFixed(1))})`)
+    const lags = c.got.map((e) => e.at - written[Number(e.entry.heartbeatAt.slice(17, 19))]).sort((x, y) => x - y)
+    t.diagnostic(`lags after each write (ms): ${lags.map((l) => l.toFixed(1)).join(' ')}`)
     rmTree(a)
   })
 
@@ -312,11 +312,11 @@ for (const [name, s] of backends()) {
     fs.mkdirSync(path.join(dir, 'master-x.json.lock'))
     fs.writeFileSync(path.join(dir, `master-x.json.${process.pid}.00000000-0000-4000-8000-000000000000.tmp`), '{}')
     fs.writeFileSync(path.join(dir, 'notes.txt'), 'x')
-    await sleep(300)
-    assert.deepEqual(c.got, [], 'no event for a lock folder, a temp file or a stray file')
+    // No event for a lock folder, a temp file or a stray file: the first event is the write after
+    // them (the kernel tells the notices in order).
     const e = makeEntry('master', 'x')
     await s.writeEntry(a, e)
-    await c.until((g) => g.length >= 1, 5000, 'the write')
+    await c.until((g) => g.length >= 1, 15_000, 'the write')
     assert.deepEqual(c.got.map(({ type, entryId, entry }) => ({ type, entryId, entry })), [{ type: 'change', entryId: 'master-x', entry: e }])
     fs.writeFileSync(path.join(dir, 'master-x.json'), '{ not json')
     await c.until((g) => g.length >= 2, 5000, 'the broken file')
@@ -330,8 +330,8 @@ for (const [name, s] of backends()) {
     assert.deepEqual(await it.return(), { value: undefined, done: true })
     await c.done
     assert.equal(c.got.error, undefined)
+    // Its loop has ended (c.done): a later write cannot reach it, and next() says done.
     await s.writeEntry(a, e)
-    await sleep(200)
     assert.equal(c.got.length, 3)
     assert.deepEqual(await it.next(), { value: undefined, done: true })
     rmTree(a)
@@ -439,19 +439,32 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".
   let next = 1
   const quiet = { mode: () => 'none', open: () => ({ add: () => next++, cancel() {}, ref() {} }) }
-  const scan = (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig])))
+  // The scans made so far: the call's own listing, then, the folder being remote, the polled
+  // baseline; every later scan is a poll.
+  let scans = 0
+  let scanned = () => {}
+  const scan = (dir) =>
+    binding.dirScan(dir).then((files) => {
+      scans++
+      scanned()
+      return new Map(files.map((f) => [f.name, f.sig]))
+    })
   const { watchEntries } = events.createEntryWatches({ dirWatch: quiet, scan, isRemote: async () => true, readEntry: native.readEntry })
   const a = tempAgentDir()
   await native.writeEntry(a, makeEntry('master', 'old'))
   const ac = new AbortController()
   const c = collect(watchEntries(a, { signal: ac.signal }))
   tc.after(() => ac.abort())
-  await sleep(300) // the baseline listing
-  const t = Date.now()
+  // The changes are made once the polled baseline is in (a change before it is part of it).
+  // Nothing notifies (the folder watch is quiet): only a poll can tell them, within deadlines.
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${scans} scans after 15 s`)), 15_000)
+    scanned = () => scans >= 2 && (clearTimeout(timer), setImmediate(resolve)) // after the watch took the listing in
+    scanned()
+  })
   await native.writeEntry(a, makeEntry('worker', 'remote'))
   await native.removeEntry(a, 'master-old')
-  await c.until((g) => g.length >= 2, 5000, 'the polled changes')
-  assert.ok(Date.now() - t <= events.ENTRY_POLL_INTERVAL_MS + 500, `${Date.now() - t} ms`)
+  await c.until((g) => g.length >= 2, 15_000, 'the polled changes')
   assert.deepEqual(c.got.map((e) => [e.type, e.entryId]).sort(), [
     ['change', 'worker-remote'],
     ['remove', 'master-old'],

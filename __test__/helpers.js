@@ -100,7 +100,7 @@ function worldExecutableNode(dir) {
 /**
  * Follow the JSON lines a `pi-native matrix --watch --json` child prints: `reports` (each with
  * the time it arrived), `until(pred, what)` resolving with the first report that matches (now or
- * later; rejects after 5 s naming `what` and the child's stderr), `stderr()` so far, and
+ * later; rejects after `ms` (15 s) naming `what` and the child's stderr), `stderr()` so far, and
  * `stop()` to drop pending waits.
  */
 function watchReports(child) {
@@ -108,17 +108,23 @@ function watchReports(child) {
   let waiters = []
   let buf = ''
   let stderr = ''
+  child.stdout.setEncoding('utf8') // a character split across two chunks stays whole
   child.stdout.on('data', (d) => {
-    buf += d
+    // Only the new chunk is searched for the line's end: a report of 200,000 entries is one
+    // line of 80 MB, arriving in thousands of chunks.
+    let chunk = String(d)
     let i
-    while ((i = buf.indexOf('\n')) >= 0) {
-      reports.push({ at: Date.now(), report: JSON.parse(buf.slice(0, i)) })
-      buf = buf.slice(i + 1)
+    while ((i = chunk.indexOf('\n')) >= 0) {
+      const line = buf + chunk.slice(0, i)
+      buf = ''
+      chunk = chunk.slice(i + 1)
+      reports.push({ at: Date.now(), report: JSON.parse(line) })
       for (const w of waiters) w()
     }
+    buf += chunk
   })
   child.stderr.on('data', (d) => (stderr += d))
-  const until = (pred, what) =>
+  const until = (pred, what, ms = 15_000) =>
     new Promise((resolve, reject) => {
       const check = () => {
         const hit = reports.find(pred)
@@ -127,7 +133,7 @@ function watchReports(child) {
           resolve(hit)
         }
       }
-      const timer = setTimeout(() => reject(new Error(`no report: ${what}; stderr: ${stderr}`)), 5000)
+      const timer = setTimeout(() => reject(new Error(`no report: ${what}; stderr: ${stderr}`)), ms)
       waiters.push(check)
       check()
     })

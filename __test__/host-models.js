@@ -1,5 +1,5 @@
 'use strict'
-// Models of the host files the README's swap blocks go into (pi-crew 0.11.7, pi-adaptative
+// Models of the host files docs/SWAPPING.md's swap blocks go into (pi-crew 0.11.7, pi-adaptative
 // 0.81.41; SPEC.md "Sources examined"), for __test__/package.test.js. Each model keeps what the
 // real file keeps around the swapped definitions: its own imports (a type taken from a sibling
 // types module among them), private helpers and exported functions that call the swapped names;
@@ -396,12 +396,9 @@ export function userPiRoot(): string {
   },
 }
 
-/** The README's swap blocks (```ts swap): `{ key: '<host> <path>', body }`, from its "Swapping it into a host" section. */
-function readmeBlocks(readme) {
-  const start = readme.indexOf('## Swapping it into a host')
-  const end = readme.indexOf('\n## ', start + 1)
-  const section = readme.slice(start, end === -1 ? undefined : end)
-  return [...section.matchAll(/```ts swap\n\/\/ ((?:pi-crew|pi-adaptative) \S+)[^\n]*\n([\s\S]*?)```/g)].map((m) => ({ key: m[1], body: m[2] }))
+/** The swap blocks (```ts swap) of docs/SWAPPING.md's text: `{ key: '<host> <path>', body }`. */
+function swapBlocks(text) {
+  return [...text.matchAll(/```ts swap\n\/\/ ((?:pi-crew|pi-adaptative) \S+)[^\n]*\n([\s\S]*?)```/g)].map((m) => ({ key: m[1], body: m[2] }))
 }
 
 /** The model file with a block in it: `import` lines among the file's imports, the rest where the definitions were. */
@@ -415,4 +412,4 @@ function compose(template, body) {
 /** Where a model file goes: `<host>/<path>`. */
 const fileOf = (key) => key.replace(' ', '/')
 
-module.exports = { HOSTS, readmeBlocks, compose, fileOf }
+module.exports = { HOSTS, swapBlocks, compose, fileOf }

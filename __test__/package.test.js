@@ -10,9 +10,9 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { root } = require('./helpers.js')
-const { HOSTS, readmeBlocks, compose, fileOf } = require('./host-models.js')
+const { HOSTS, swapBlocks, compose, fileOf } = require('./host-models.js')
 const { npmCommand } = require('../scripts/tools.js')
-const { compileAndRunExamples, checkCli } = require('./readme-examples.js')
+const { runQuickStart, compileAndRunFragments, checkCli } = require('./readme-examples.js')
 const { developCommands } = require('../scripts/readme.js')
 
 // This machine's binary (linux-x64-gnu here; the release workflow runs this file on each target's
@@ -23,6 +23,7 @@ const HOST = fs
   .map((n) => n.slice('pi-native.'.length, -'.node'.length))
   .sort()[0]
 const npm = (args, opts) => spawnSync(...npmCommand(args), opts)
+const SWAPPING = () => fs.readFileSync(path.join(root, 'docs', 'SWAPPING.md'), 'utf8')
 // tar reads archives by their name in their own folder: GNU tar (Git Bash's, on Windows) would
 // take the drive letter of an absolute Windows path for a remote host.
 const tar = (tgz, args, cwd = path.dirname(tgz)) => sh('tar', [args[0], path.basename(tgz), ...args.slice(1)], cwd)
@@ -230,9 +231,8 @@ writeFileAtomicSync('/f', 'x', writeOpts); const w: Promise<void> = writeFileAto
 export { b, state, alive, l, st, same, states, changed, on, rec, dir, all, sync, n, p, w, ended, events, modes }
 `
   fs.writeFileSync(path.join(consumer, 'index.ts'), body)
-  // The README's delegate body for pi-adaptative's store.ts must compile as printed.
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const storeTs = readmeBlocks(readme).find((b) => b.key.endsWith('/process-matrix/store.ts')).body
+  // docs/SWAPPING.md's delegate body for pi-adaptative's store.ts must compile as printed.
+  const storeTs = swapBlocks(SWAPPING()).find((b) => b.key.endsWith('/process-matrix/store.ts')).body
   fs.writeFileSync(path.join(consumer, 'store.ts'), storeTs)
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   for (const [name, compilerOptions] of [
@@ -338,9 +338,8 @@ function tscHost(dir, files, options) {
   return spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8' })
 }
 
-test('README swap blocks compile in models of the real host files (ESM and CommonJS) and run, calling the swapped names', () => {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const blocks = new Map(readmeBlocks(readme).map((b) => [b.key, b.body]))
+test('docs/SWAPPING.md swap blocks compile in models of the real host files (ESM and CommonJS) and run, calling the swapped names', () => {
+  const blocks = new Map(swapBlocks(SWAPPING()).map((b) => [b.key, b.body]))
   assert.deepEqual([...blocks.keys()].sort(), Object.keys(HOSTS).sort())
   for (const [key, body] of blocks) {
     for (const line of body.split('\n').filter((l) => l.startsWith('import '))) assert.match(line, /;$/, `${key}: one line per import`)
@@ -458,10 +457,9 @@ test('README swap blocks compile in models of the real host files (ESM and Commo
 })
 
 test('the host models catch a swap that breaks the host build: a liveness block that imports the type the file already has', () => {
-  // The block this README once gave for worktree-sync/store.ts: it imported IntegrationLockOwner
+  // The block the README once gave for worktree-sync/store.ts: it imported IntegrationLockOwner
   // again, next to the file's own `import type` from ./codes.ts (TS2300 in the host's tsc).
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const blocks = new Map(readmeBlocks(readme).map((b) => [b.key, b.body]))
+  const blocks = new Map(swapBlocks(SWAPPING()).map((b) => [b.key, b.body]))
   blocks.set(
     'pi-adaptative packages/coding-agent/src/core/worktree-sync/store.ts',
     'import { defaultIsPidAlive, type IntegrationLockOwner } from "pi-native/liveness";\nexport { defaultIsPidAlive, type IntegrationLockOwner };\n',
@@ -474,22 +472,27 @@ test('the host models catch a swap that breaks the host build: a liveness block 
   assert.equal((r.stdout.match(/worktree-sync\/store\.ts\(\d+,\d+\): error TS2300: Duplicate identifier 'IntegrationLockOwner'/g) ?? []).length, 2, r.stdout)
 })
 
-// The README as a new user meets it (readme-examples.js): its examples pasted into a fresh
-// TypeScript project that installed the tarball, its CLI synopsis run from that install.
+// The README as a new user meets it (readme-examples.js): its install line and quick start run
+// as printed in fresh `npm init -y` projects, its CLI synopsis run from the install; the
+// fragments of docs/GUIDE.md compiled and run with the host's names set.
 const README = () => fs.readFileSync(path.join(root, 'README.md'), 'utf8')
 
-test('README examples: every ```js and ```ts block compiles (tsc --strict, nodenext) and runs against the installed tarball; an exit hook closes the entry that is on disk', async () => {
-  await compileAndRunExamples(consumer, README())
+test('README install and quick start: in a fresh `npm init -y` project each, the install line and every quick-start variant (CommonJS, ES module, TypeScript nodenext) run exactly as printed, on both backends, with no name injected', async () => {
+  await runQuickStart(workDir, tarball.path, README())
+})
+
+test('docs/GUIDE.md fragments: every ```js fragment and ```ts fragment compiles (tsc --strict, nodenext) and runs against the installed tarball; an exit hook closes the entry that is on disk', async () => {
+  await compileAndRunFragments(consumer, fs.readFileSync(path.join(root, 'docs', 'GUIDE.md'), 'utf8'))
 })
 
 test('README CLI: every command and option of the synopsis runs from the installed package (npx), with the exit code the README documents', async () => {
   await checkCli(consumer, README(), npmCommand)
 })
 
-test('README develop block: npm install, then npm test — the commands .ci/run runs, read from the README', () => {
-  assert.deepEqual(developCommands(README()), { install: 'npm install', test: 'npm test' })
+test('README develop block: npm install, npm test, npm run test:all — .ci/run runs the first and the last, read from the README', () => {
+  assert.deepEqual(developCommands(README()), { install: 'npm install', test: 'npm test', all: 'npm run test:all' })
   const ci = fs.readFileSync(path.join(root, '.ci', 'run'), 'utf8')
-  for (const which of ['install', 'test']) {
+  for (const which of ['install', 'all']) {
     const name = new RegExp(`^(\\w+)=\\$\\(node scripts/readme\\.js develop ${which}\\)$`, 'm').exec(ci)?.[1]
     assert.ok(name, `.ci/run reads the README's ${which} command`)
     assert.match(ci, new RegExp(`^eval "\\$${name}"$`, 'm'), `.ci/run runs the README's ${which} command`)
@@ -527,10 +530,12 @@ test('the installed package carries LICENSE (MIT) and every page its docs link t
   }
   assert.deepEqual(broken, [])
   assert.ok(links >= 8, `${links} relative links checked`)
-  // No repository URL is known to this project: none is committed; the release workflow names
-  // the GitHub repository it runs in, in every manifest it packs.
-  assert.equal(manifest.repository, undefined)
-  assert.equal(manifest.homepage, undefined)
+  // Where the project lives, for npm's page and `npm bugs`; the release workflow names the
+  // GitHub repository it runs in (a fork publishes under its own) in every manifest it packs.
+  assert.deepEqual(manifest.repository, { type: 'git', url: 'git+https://github.com/pi-native/pi-native.git' })
+  assert.deepEqual(manifest.bugs, { url: 'https://github.com/pi-native/pi-native/issues' })
+  assert.equal(manifest.homepage, 'https://github.com/pi-native/pi-native#readme')
+  assert.deepEqual(manifest.engines, { node: '>= 20' })
   const workflow = fs.readFileSync(path.join(root, '.github', 'workflows', 'ci.yml'), 'utf8')
   assert.match(workflow, /REPO_URL: \$\{\{ github\.server_url \}\}\/\$\{\{ github\.repository \}\}/)
   assert.match(workflow, /npm pkg set repository\.type=git "repository\.url=git\+\$REPO_URL\.git" "homepage=\$REPO_URL#readme"/)

@@ -1,20 +1,25 @@
 'use strict'
-// The README as a new user meets it: every example block compiled with `tsc --strict`
-// (module/moduleResolution nodenext) and run, and every CLI command of the synopsis run with
-// its documented exit code, all against the packed tarball installed in a fresh project
-// (package.test.js makes it). Blocks are found by their info string (scripts/readme.js): a new
-// or changed example is picked up as it is; one that does not compile or run fails the test.
-//
-// An example is pasted as printed; what it takes from around it (a pid, an agentDir, a signal)
-// are the free variables of CONTEXT, declared as globals for tsc and set before the block runs.
-// A block that needs another one fails to compile ("Cannot find name"): add it here.
+// The README as a new user meets it, and the docs' fragments of host code:
+// - runQuickStart: for each quick-start variant (```js CommonJS, ```js esm, ```ts nodenext), a
+//   fresh project made by `npm init -y`, the README's install line run as printed (the tarball
+//   copied in under the name it prints), the variant's own setup as the README prints it, the
+//   block saved verbatim and run: on both backends, it must print the backend, `alive` and the
+//   ids of the entries of the agentDir it finds through HOME. Nothing is injected: a block that
+//   uses a name it does not define fails to compile or to run.
+// - compileAndRunFragments: docs/GUIDE.md's ```js fragment / ```ts fragment blocks are parts of a
+//   host's code; they are compiled with `tsc --strict` (module/moduleResolution nodenext) and run,
+//   the host's free names (a pid, an agentDir, a signal) declared and set from CONTEXT.
+// - checkCli: every command and option of the README's CLI synopsis run with its documented exit
+//   code, from the packed tarball installed in a fresh project (package.test.js makes it).
+// Blocks are found by their info string (scripts/readme.js); an unknown one fails.
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { fences, commands } = require('../scripts/readme.js')
-const { typesNode } = require('../scripts/typescript-versions.js')
+const { typesNode, tscCommand } = require('../scripts/typescript-versions.js')
+const { npmCommand } = require('../scripts/tools.js')
 const { zombie, reapedPid, liveChild } = require('./helpers.js')
 
 const root = path.resolve(__dirname, '..')
@@ -57,25 +62,26 @@ function writeSession(dir, sessionId, text) {
   )
 }
 
-/** The README's blocks, each with a known kind (an unknown info string is a failure here). */
-function readmeBlocks(readme) {
-  const blocks = fences(readme)
-  const unknown = blocks.filter((b) => !b.kind).map((b) => `README.md:${b.line - 1}: \`\`\`${b.info} (under "${b.heading}")`)
-  assert.deepEqual(unknown, [], 'every fenced block of the README is an example (```js, ```ts) or marked as what checks it (```ts swap, ```sh cli, ```sh develop, ```sh install; scripts/readme.js)')
+/** A page's blocks, each with a known kind (an unknown info string is a failure here). */
+function readmeBlocks(text, page = 'README.md') {
+  const blocks = fences(text)
+  const unknown = blocks.filter((b) => !b.kind).map((b) => `${page}:${b.line - 1}: \`\`\`${b.info} (under "${b.heading}")`)
+  assert.deepEqual(unknown, [], `every fenced block of ${page} is marked as what checks it (scripts/readme.js)`)
   return blocks
 }
 
-/** README line of `file(row,col)` in tsc's output, for an example written to ex-<line>.<ext>. */
-const toReadmeLines = (out) => out.replace(/ex-(\d+)\.[cm]?[jt]s\((\d+),(\d+)\)/g, (_, line, row, col) => `README.md:${Number(line) + Number(row) - 1}:${col}`)
+/** docs/GUIDE.md line of `file(row,col)` in tsc's output, for a fragment written to ex-<line>.<ext>. */
+const toReadmeLines = (out) => out.replace(/ex-(\d+)\.[cm]?[jt]s\((\d+),(\d+)\)/g, (_, line, row, col) => `docs/GUIDE.md:${Number(line) + Number(row) - 1}:${col}`)
 
 /**
- * Compile every example with tsc --strict (nodenext) in a fresh project under `consumer`, run
- * each, and check what a run must leave behind. Returns the runs: [{ block, status, stdout, stderr }].
+ * Compile every fragment of docs/GUIDE.md with tsc --strict (nodenext) in a fresh project under
+ * `consumer`, run each, and check what a run must leave behind. Returns the runs:
+ * [{ block, status, stdout, stderr }].
  */
-async function compileAndRunExamples(consumer, readme) {
-  const examples = readmeBlocks(readme).filter((b) => b.kind === 'example')
-  assert.ok(examples.length >= 4, `the README's Usage examples (${examples.length})`)
-  const dir = path.join(consumer, 'readme-examples')
+async function compileAndRunFragments(consumer, guide) {
+  const examples = readmeBlocks(guide, 'docs/GUIDE.md').filter((b) => b.kind === 'fragment')
+  assert.ok(examples.length >= 4, `docs/GUIDE.md's fragments (${examples.length})`)
+  const dir = path.join(consumer, 'guide-fragments')
   fs.mkdirSync(path.join(dir, 'node_modules', '@types'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'readme-examples', private: true, type: 'module' }))
   fs.symlinkSync(typesNode(), path.join(dir, 'node_modules', '@types', 'node'), 'junction')
@@ -87,7 +93,7 @@ async function compileAndRunExamples(consumer, readme) {
   )
   const files = examples.map((b) => {
     // A JavaScript block is checked as JavaScript (checkJs): ESM unless it uses require().
-    const ext = b.info === 'ts' ? 'ts' : /\brequire\(/.test(b.body) ? 'cjs' : 'mjs'
+    const ext = b.info.startsWith('ts') ? 'ts' : /\brequire\(/.test(b.body) ? 'cjs' : 'mjs'
     const file = `ex-${b.line}.${ext}`
     fs.writeFileSync(path.join(dir, file), b.body)
     return file
@@ -107,7 +113,7 @@ async function compileAndRunExamples(consumer, readme) {
   }
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['context.d.ts', ...files] }))
   const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8' })
-  assert.equal(build.status, 0, `the README's examples must compile (tsc --strict, nodenext):\n${toReadmeLines(build.stdout + build.stderr)}`)
+  assert.equal(build.status, 0, `docs/GUIDE.md's fragments must compile (tsc --strict, nodenext):\n${toReadmeLines(build.stdout + build.stderr)}`)
 
   const runs = []
   for (const [i, block] of examples.entries()) {
@@ -136,7 +142,7 @@ async function runExample(dir, block, file) {
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
     const status = await new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)))
     clearTimeout(timer)
-    const where = `README.md:${block.line - 1} (the example under "${block.heading}")`
+    const where = `docs/GUIDE.md:${block.line - 1} (the fragment under "${block.heading}")`
     assert.equal(status, 0, `${where} must run to its end:\n${stderr}`)
     assert.equal(stderr, '', `${where} writes nothing to stderr`)
     // An exit hook that closes the example's entry must find the entry that is on disk.
@@ -151,6 +157,93 @@ async function runExample(dir, block, file) {
     live.kill('SIGKILL')
     parent.kill('SIGKILL')
     fs.rmSync(tmp, { recursive: true, force: true })
+  }
+}
+
+/** The README's section under `## <title>` (to the next `## `). */
+function section(readme, title) {
+  const start = readme.indexOf(`\n## ${title}\n`)
+  assert.ok(start >= 0, `the README has a "${title}" section`)
+  const end = readme.indexOf('\n## ', start + 1)
+  return readme.slice(start + 1, end === -1 ? undefined : end + 1)
+}
+
+/** Runs `[cmd, args]` in `cwd`; asserts it succeeds; its stdout. */
+function run([cmd, args], cwd, env = process.env) {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env })
+  assert.equal(r.status, 0, `${cmd} ${args.join(' ')} in ${cwd}\n${r.stdout}\n${r.stderr}`)
+  return r.stdout
+}
+
+/**
+ * The README's install line and quick start as a new user runs them (see the top of this file).
+ * `tarballPath` is the packed tarball; each variant gets a project of its own under `workDir`.
+ */
+async function runQuickStart(workDir, tarballPath, readme) {
+  const blocks = readmeBlocks(readme)
+  const quick = section(readme, 'Quick start')
+  assert.ok(quick.trimEnd().split('\n').length <= 40, `the quick start takes ${quick.trimEnd().split('\n').length} lines (at most 40)`)
+  const variants = blocks.filter((b) => b.kind === 'quickstart')
+  assert.deepEqual(variants.map((b) => b.info), ['js', 'js esm', 'ts'], 'the quick start: CommonJS, ES module, TypeScript')
+  for (const b of variants) assert.equal(b.heading, 'Quick start', `\`\`\`${b.info} is in the quick start`)
+  const installs = blocks.filter((b) => b.kind === 'install').flatMap((b) => commands(b.body))
+  const tarName = path.basename(tarballPath)
+  assert.deepEqual(installs, [`npm install ./${tarName}`], 'one install line, naming the tarball npm pack makes')
+  // The steps the quick start prints around its blocks, each run below as printed.
+  const steps = { init: 'npm init -y', run: 'node index.js', esm: 'npm pkg set type=module', tsDeps: 'npm install --save-dev typescript @types/node', ts: 'npx tsc --module nodenext --types node index.ts && node index.js' }
+  for (const text of Object.values(steps)) assert.ok(quick.includes(`\`${text}\``), `the quick start says \`${text}\``)
+
+  // An agentDir with one entry where the example looks for it: ~/.pi/agent of a HOME of its own.
+  const home = fs.mkdtempSync(path.join(workDir, 'home-'))
+  const agentDir = path.join(home, '.pi', 'agent')
+  const store = require('../lib/process-matrix-store.js')
+  const now = new Date().toISOString()
+  await store.writeEntry(agentDir, {
+    entryId: 'master-s1', role: 'master', status: 'running', pid: process.pid, hostname: os.hostname(), startedAt: now, heartbeatAt: now,
+    agent: { agentId: 'a1', resumeContext: { provider: 'pi', sessionId: 's1', cwd: '/', resourceProfileNames: [], contextPointers: [] } },
+  })
+  const env = { ...process.env, HOME: home, USERPROFILE: home, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
+  delete env.PI_CODING_AGENT_DIR
+
+  for (const block of variants) {
+    const project = fs.mkdtempSync(path.join(workDir, 'quickstart-'))
+    run(npmCommand(steps.init.split(' ').slice(1)), project, env)
+    fs.copyFileSync(tarballPath, path.join(project, tarName))
+    run(npmCommand(installs[0].split(' ').slice(1)), project, env)
+    if (block.info === 'js esm') run(npmCommand(steps.esm.split(' ').slice(1)), project, env)
+    // The TypeScript variant compiles with the repository's TypeScript and, on the first Node line,
+    // with TypeScript 7 too (a new user's `npm install typescript` may get either).
+    const compilers = block.info !== 'ts' ? [null] : [require('typescript/package.json').version, ...(process.env.PI_NATIVE_TEST_EXTRA_NODE ? [] : ['7.0.2'])]
+    for (const version of compilers) {
+      if (version === null) fs.writeFileSync(path.join(project, 'index.js'), block.body)
+      else {
+        // `npm install --save-dev typescript @types/node`, from pinned copies instead of the
+        // registry: what the command leaves in node_modules (the package, its bin, the types).
+        const nm = path.join(project, 'node_modules')
+        fs.mkdirSync(path.join(nm, '@types'), { recursive: true })
+        fs.mkdirSync(path.join(nm, '.bin'), { recursive: true })
+        for (const link of [path.join(nm, 'typescript'), path.join(nm, '@types', 'node'), path.join(nm, '.bin', 'tsc')]) fs.rmSync(link, { force: true, recursive: true })
+        const [, [tscJs]] = tscCommand(version, [])
+        const pkg = path.dirname(path.dirname(tscJs))
+        fs.symlinkSync(pkg, path.join(nm, 'typescript'), 'junction')
+        fs.symlinkSync(typesNode(), path.join(nm, '@types', 'node'), 'junction')
+        fs.symlinkSync(path.relative(path.join(nm, '.bin'), tscJs), path.join(nm, '.bin', 'tsc'))
+        fs.writeFileSync(path.join(project, 'index.ts'), block.body)
+        // `npx tsc …` is `npm exec -- tsc …`; then `node index.js`.
+        const [compile, start] = steps.ts.split(' && ')
+        fs.rmSync(path.join(project, 'index.js'), { force: true })
+        const out = spawnSync(...npmCommand(['exec', '--', ...compile.split(' ').slice(1)]), { cwd: project, encoding: 'utf8', env })
+        assert.equal(out.status, 0, `README.md:${block.line - 1}: \`${compile}\` (TypeScript ${version}) must compile the TypeScript quick start as printed:\n${out.stdout}${out.stderr}`)
+        assert.equal(start, steps.run)
+      }
+      for (const backend of ['native', 'js']) {
+        const r = spawnSync(process.execPath, ['index.js'], { cwd: project, encoding: 'utf8', env: { ...env, PI_NATIVE_BACKEND: backend }, timeout: 60_000 })
+        const where = `README.md:${block.line - 1} (the \`\`\`${block.info} quick start${version ? `, TypeScript ${version}` : ''}, ${backend} backend)`
+        assert.equal(r.status, 0, `${where} must run as printed:\n${r.stderr}`)
+        assert.equal(r.stderr, '', `${where} writes nothing to stderr`)
+        assert.equal(r.stdout, `${backend} alive [ 'master-s1' ]\n`, where)
+      }
+    }
   }
 }
 
@@ -261,7 +354,7 @@ async function checkCli(consumer, readme, npmCommand) {
       assert.equal(r.status, exit, `npx pi-native ${args.join(' ')}: exit ${exit} as documented\n${r.stdout}\n${r.stderr}`)
       if (check) check(r.stdout)
     }
-    // `matrix --watch`: one JSON document per report, until SIGTERM; then exit 0.
+    // `matrix --watch`: one JSON document per report, until SIGTERM, which ends it.
     const watch = spawn(process.execPath, [bin, 'matrix', healthy, '--watch', '--json'], { cwd: consumer })
     let first = ''
     await new Promise((resolve, reject) => {
@@ -275,7 +368,7 @@ async function checkCli(consumer, readme, npmCommand) {
     const watchExit = new Promise((resolve) => watch.once('exit', (code, signal) => resolve(code ?? signal)))
     watch.kill('SIGTERM')
     // Windows has no signal to send a child: kill() terminates it there.
-    if (process.platform !== 'win32') assert.equal(await watchExit, 0, 'matrix --watch exits 0 on SIGTERM')
+    if (process.platform !== 'win32') assert.equal(await watchExit, 'SIGTERM', 'matrix --watch ends by SIGTERM')
     else await watchExit
     scenarios.push([['matrix', '--watch']])
 
@@ -294,4 +387,4 @@ async function checkCli(consumer, readme, npmCommand) {
   }
 }
 
-module.exports = { readmeBlocks, compileAndRunExamples, checkCli, CONTEXT }
+module.exports = { readmeBlocks, runQuickStart, compileAndRunFragments, checkCli, CONTEXT }

@@ -7,12 +7,12 @@ const path = require('node:path')
 const { explainEntry } = require('./explain-entry.js')
 const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('../js/session-parse.js')
 
-// proper-lockfile's staleness floor as the store uses it (SPEC B17): a held lock is refreshed
+// proper-lockfile's staleness floor as the store uses it (rule B17): a held lock is refreshed
 // every second, so a lock directory untouched for longer than this belongs to nobody.
 const LOCK_STALE_MS = 2000
 // sweepOrphanTempFiles' default minimum age: an atomic write lives for milliseconds.
 const TEMP_OLD_MS = 300000
-// The store's temp-file name (SPEC B19): <entry>.json.<pid>.<uuid v4>.tmp
+// The store's temp-file name (rule B19): <entry>.json.<pid>.<uuid v4>.tmp
 const TEMP_RE = /^(.+\.json)\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
 
 /** 'alive' | 'dead' | 'unknown' for a writer pid, judged the way the store's sweep judges it. */
@@ -25,19 +25,74 @@ function writerState(pid) {
   }
 }
 
+// The most of an entry file the CLI reads. An entry is a few KB; the store skips a file over its
+// own read bound (issue 42) as it skips an unparsable one, and the CLI says so instead of
+// reading a 600 MB file, a /dev/zero link or /proc/self/pagemap to its end.
+const ENTRY_READ_LIMIT = 16 * 1024 * 1024
+
+/** What kind of file a stat names, in plain words ('a FIFO (named pipe)', …). */
+function fileType(st) {
+  if (st.isFIFO()) return 'a FIFO (named pipe)'
+  if (st.isCharacterDevice()) return 'a character device'
+  if (st.isBlockDevice()) return 'a block device'
+  if (st.isSocket()) return 'a socket'
+  if (st.isDirectory()) return 'a directory'
+  return 'not a regular file'
+}
+
+/**
+ * Read `file` as the CLI may: opened without blocking (a FIFO or a device answers at once), its
+ * type and size taken from the open descriptor (not from a stat before the open, which a rename
+ * can outrun), only a regular file read, and at most `limit` bytes of it (a file whose size says
+ * 0, such as one under /proc, is read up to the limit and no further).
+ * Returns { bytes } | { notRegular: type } | { tooLarge: bytes seen } | { error, opened? }
+ * (`opened`: the file opened, then failed to read, as /proc/self/pagemap does).
+ */
+function readBounded(file, limit) {
+  let fd
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
+  } catch (error) {
+    return { error }
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) return { notRegular: fileType(st) }
+    if (st.size > limit) return { tooLarge: st.size }
+    // One byte more than the size says: a file that grew, or one under /proc whose size says 0,
+    // shows as longer; the buffer grows up to limit + 1, where the file is too large.
+    let buf = Buffer.allocUnsafe(Math.min(limit + 1, Math.max(st.size + 1, 4096)))
+    let got = 0
+    for (;;) {
+      if (got === buf.length) {
+        if (got > limit) return { tooLarge: got }
+        const bigger = Buffer.allocUnsafe(Math.min(limit + 1, buf.length * 2))
+        buf.copy(bigger, 0, 0, got)
+        buf = bigger
+      }
+      const k = fs.readSync(fd, buf, got, buf.length - got, null)
+      if (k === 0) return { bytes: buf.subarray(0, got) }
+      got += k
+    }
+  } catch (error) {
+    return { error, opened: true }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 const errText = (err) => (err && err.code ? `${err.code}: ${String(err.message).replace(/^\w+: /, '')}` : String(err))
 
 /**
  * Judge one `*.json` file: { kind: 'valid', value } or { kind, reason, rule?, field? } where kind
- * is unreadable | bom | not-json | schema | name-mismatch. Returns null when the file vanished
+ * is unreadable | not-a-file | too-large | bom | not-json | schema | name-mismatch. Returns null when the file vanished
  * between listing and reading (a concurrent remove is not a problem).
  */
 function judgeEntryFile(dir, name) {
   const file = path.join(dir, name)
-  let bytes
-  try {
-    bytes = fs.readFileSync(file)
-  } catch (err) {
+  const got = readBounded(file, ENTRY_READ_LIMIT)
+  if (got.error) {
+    const err = got.error
     if (err.code === 'ENOENT') {
       try {
         fs.lstatSync(file)
@@ -47,8 +102,14 @@ function judgeEntryFile(dir, name) {
       return { kind: 'unreadable', reason: `cannot be read (${errText(err)}; a symbolic link to nothing)` }
     }
     if (err.code === 'EISDIR') return { kind: 'unreadable', reason: 'is a directory, not an entry file' }
-    return { kind: 'unreadable', reason: `cannot be read (${errText(err)})` }
+    return { kind: 'unreadable', reason: `cannot be read (${errText(err)})`, ...(got.opened ? { unsafe: true } : {}) }
   }
+  if (got.notRegular === 'a directory') return { kind: 'unreadable', reason: 'is a directory, not an entry file' }
+  if (got.notRegular) return { kind: 'not-a-file', unsafe: true, reason: `is ${got.notRegular}, not a regular file: the store skips it` }
+  if (got.tooLarge !== undefined) {
+    return { kind: 'too-large', unsafe: true, reason: `holds more than ${ENTRY_READ_LIMIT / 1024 / 1024} MiB (an entry is a few KB), so it is not read here: the store skips it` }
+  }
+  const { bytes } = got
   const text = bytes.toString('utf8')
   if (text.startsWith('\ufeff')) {
     let rest = 'the rest is not a valid entry either'
@@ -76,6 +137,7 @@ function judgeEntryFile(dir, name) {
   if (name !== `${value.entryId}.json`) {
     return {
       kind: 'name-mismatch',
+      value,
       entryId: value.entryId,
       reason: `holds entry ${JSON.stringify(value.entryId)} but is not named ${JSON.stringify(`${value.entryId}.json`)}: listEntries shows it, readEntry/writeEntry for that id use the other file`,
     }
@@ -85,12 +147,15 @@ function judgeEntryFile(dir, name) {
 
 /**
  * Everything in a process-matrix directory that is not a valid entry.
- * Returns { state, reason?, problems, inFlight, validFiles } where state is
+ * Returns { state, reason?, problems, inFlight, validFiles, entries, unsafe } where state is
  * ok | missing | not-a-directory | unreadable; each problem is
- * { file, kind, reason, rule?, field?, ageMs? }.
+ * { file, kind, reason, rule?, field?, ageMs? }; `entries` are the valid entries read here (a
+ * misnamed one included), in file-name order, as listEntries answers them; `unsafe` names an
+ * entry file a reader that does not bound its reads could hang or run out of memory on (a FIFO,
+ * a device, a file over the read bound, a file that opened but could not be read).
  */
 function diagnoseMatrixDir(dir, now = Date.now()) {
-  const out = { state: 'ok', problems: [], inFlight: [], validFiles: 0 }
+  const out = { state: 'ok', problems: [], inFlight: [], validFiles: 0, entries: [], unsafe: null }
   let st
   try {
     st = fs.statSync(dir)
@@ -160,8 +225,11 @@ function diagnoseMatrixDir(dir, now = Date.now()) {
       if (j === null) continue
       if (j.kind === 'valid') {
         out.validFiles++
+        out.entries.push(j.value)
         continue
       }
+      if (j.kind === 'name-mismatch') out.entries.push(j.value)
+      if (j.unsafe) out.unsafe ??= name
       const { kind, reason, rule, field, entryId } = j
       problem({ file: name, kind, reason, ...(rule ? { rule, field } : {}), ...(entryId !== undefined ? { entryId } : {}) })
       continue
@@ -181,36 +249,28 @@ function formatAge(ms) {
   return `${Math.round(s / 86400)}d`
 }
 
-// ---- recovery candidates (SPEC §2.A) ----------------------------------------------------------
+// ---- recovery candidates (rules A13–A17) ----------------------------------------------------------
 
 /** Why the library found nothing in one candidate file (plain words). */
 function explainCandidate(file, maxFileBytes) {
-  let st
-  try {
-    st = fs.statSync(file)
-  } catch (err) {
-    return { reason: 'unreadable', detail: `cannot be read (${errText(err)})` }
+  const got = readBounded(file, maxFileBytes)
+  if (got.error) return { reason: 'unreadable', detail: `cannot be read (${errText(got.error)})` }
+  if (got.notRegular) return { reason: 'unreadable', detail: `is ${got.notRegular}, not a regular file` }
+  if (got.tooLarge !== undefined) {
+    return { reason: 'size-cap', detail: `is ${got.tooLarge} bytes, over the ${maxFileBytes}-byte cap (options.maxFileBytes)`, size: got.tooLarge }
   }
-  if (!st.isFile()) return { reason: 'unreadable', detail: 'is not a regular file' }
-  if (st.size === 0) return { reason: 'empty', detail: 'is empty', size: 0 }
-  if (st.size > maxFileBytes) {
-    return { reason: 'size-cap', detail: `is ${st.size} bytes, over the ${maxFileBytes}-byte cap (options.maxFileBytes)`, size: st.size }
-  }
-  let text
-  try {
-    text = fs.readFileSync(file, 'utf8')
-  } catch (err) {
-    return { reason: 'unreadable', detail: `cannot be read (${errText(err)})`, size: st.size }
-  }
+  const size = got.bytes.length
+  if (size === 0) return { reason: 'empty', detail: 'is empty', size: 0 }
+  const text = got.bytes.toString('utf8')
   // A line without its newline may still be being written: the library ignores it.
   const entries = parseEntries(completeLines(text))
   if (migrationThrows(entries)) {
-    return { reason: 'unmigratable', detail: 'is an old-format session the SDK cannot migrate (it holds a non-object line), so it is skipped', size: st.size }
+    return { reason: 'unmigratable', detail: 'is an old-format session the SDK cannot migrate (it holds a non-object line), so it is skipped', size }
   }
   if (lastAnswer(entries) === null) {
-    return { reason: 'no-assistant-turn', detail: 'has no complete assistant turn (an assistant message with text and a final stop reason)', size: st.size }
+    return { reason: 'no-assistant-turn', detail: 'has no complete assistant turn (an assistant message with text and a final stop reason)', size }
   }
-  return { reason: 'changed', detail: 'has a complete assistant turn now: it changed while recovery ran, or the deadline passed', size: st.size }
+  return { reason: 'changed', detail: 'has a complete assistant turn now: it changed while recovery ran, or the deadline passed', size }
 }
 
 /**
@@ -245,4 +305,30 @@ function explainCandidates(dir, names, sessionId, limits) {
   return explained
 }
 
-module.exports = { diagnoseMatrixDir, judgeEntryFile, explainCandidates, formatAge, LOCK_STALE_MS }
+/**
+ * The session id a session file holds: its header's `id` (the first line, read bounded and
+ * without blocking), else the part of its name after the first `_` (`<time>_<id>.jsonl`), else
+ * its name without `.jsonl`.
+ */
+function sessionIdOfFile(file) {
+  let fd
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0))
+    if (fs.fstatSync(fd).isFile()) {
+      const buf = Buffer.alloc(64 * 1024)
+      const got = fs.readSync(fd, buf, 0, buf.length, 0)
+      const first = buf.subarray(0, got).toString('utf8').split('\n')[0]
+      const header = JSON.parse(first)
+      if (header && header.type === 'session' && typeof header.id === 'string' && header.id !== '') return header.id
+    }
+  } catch {
+    // no readable header: the name says it
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+  const name = path.basename(file).replace(/\.jsonl$/, '')
+  const at = name.indexOf('_')
+  return at >= 0 ? name.slice(at + 1) : name
+}
+
+module.exports = { sessionIdOfFile,  diagnoseMatrixDir, judgeEntryFile, explainCandidates, formatAge, readBounded, LOCK_STALE_MS, ENTRY_READ_LIMIT }

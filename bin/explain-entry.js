@@ -1,5 +1,5 @@
 'use strict'
-// Diagnostics for the CLI: which process-matrix validation rule (SPEC.md §2.B, V1–V20) a parsed
+// Diagnostics for the CLI: which process-matrix validation rule (V1–V20, docs/ARCHITECTURE.md) a parsed
 // value breaks, on which field, in plain words. The store's own validator
 // (js/process-matrix-store.js isProcessMatrixEntry) only answers yes/no; this one must agree with
 // it on every input (__test__/explain-entry.test.js checks that on generated values), and it never

@@ -38,6 +38,9 @@ FILES=("$@")
 if [ ${#FILES[@]} -eq 0 ]; then
   for f in __test__/*.test.js; do
     case "$f" in __test__/package.test.js) continue ;; esac
+    # The slow files, the network file systems and the fault layer run once, on this machine's
+    # own line (npm run test:all): what they test is the addon's, the same on every target.
+    case "$f" in *.slow.test.js|__test__/network-fs*|__test__/faultfs*) continue ;; esac
     FILES+=("$f")
   done
 fi
@@ -49,6 +52,8 @@ chmod 1777 "$SUITE_TMP"
 WORK=
 trap 'rm -rf "$SUITE_TMP" ${WORK:+"$WORK"}' EXIT
 export PI_NATIVE_EMULATED=qemu # lets timing-bound and qemu-artifact checks step aside
+# Short torture budgets (fuzzing keeps its 5 s default): the long ones run once, natively.
+export PI_NATIVE_TORTURE_SECONDS=${PI_NATIVE_TORTURE_SECONDS:-8}
 PI_NATIVE_BACKEND=native "$BIN/node" -e 'const b=require("./lib/binding.js"); if (b.backend!=="native") process.exit(1); console.log("backend:", b.backend, require("./index.js").__napiBindingTarget ?? "")'
 TMPDIR="$SUITE_TMP" NODE_OPTIONS="$EMU_OPTS" "$BIN/node" --test --test-concurrency=1 "${FILES[@]}"
 echo "arm64 suite: $(( $(date +%s) - start ))s"

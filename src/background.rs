@@ -273,7 +273,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn pool_runs_jobs_in_order_within_its_bound() {
+    fn pool_runs_every_job_within_its_bound() {
         static POOL: std::sync::LazyLock<Pool> =
             std::sync::LazyLock::new(|| Pool::new(2, "test-pool", || {}));
         let (tx, rx) = mpsc::channel();
@@ -292,15 +292,31 @@ mod tests {
                 }
             })));
         }
-        let got: Vec<i32> = (0..20)
-            .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
+        let mut got: Vec<i32> = (0..20)
+            .map(|_| rx.recv_timeout(Duration::from_secs(30)).unwrap())
             .collect();
         assert_eq!(most.load(Ordering::SeqCst), 2);
         assert_eq!(lock(&POOL.state).threads, 2);
-        // Two threads take jobs in queue order, so each job starts no later than two after it.
-        for (pos, i) in got.iter().enumerate() {
-            assert!((*i - pos as i32).abs() <= 1, "{got:?}");
+        // Every job ran once, the one that panicked included. (In which order two threads finish
+        // is the machine's: a loaded one can pause either thread inside a job.)
+        got.sort();
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
+    }
+
+    /// One thread takes the jobs exactly in the order they were queued.
+    #[test]
+    fn pool_takes_jobs_in_queue_order() {
+        static POOL: std::sync::LazyLock<Pool> =
+            std::sync::LazyLock::new(|| Pool::new(1, "test-order", || {}));
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let tx = tx.clone();
+            assert!(POOL.spawn(Box::new(move || tx.send(i).unwrap())));
         }
+        let got: Vec<i32> = (0..20)
+            .map(|_| rx.recv_timeout(Duration::from_secs(30)).unwrap())
+            .collect();
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
     }
 
     /// Jobs queued behind stuck ones get threads of their own; the extra threads end once idle.

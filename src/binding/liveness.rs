@@ -93,11 +93,11 @@ unsafe extern "C" fn kill0_bare(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> sys::napi_value {
-    // Raw Node-API on purpose: napi-rs's safe argument and result conversions are the
-    // borrow-scoped path measured above, slower than the `process.kill` this replaces.
+    // Raw Node-API for the arguments only: napi-rs reads a function's arguments through the
+    // borrow-scoped glue measured above (its `CallbackInfo` is that glue's, not a public API).
+    // The value conversions are napi-rs's own, which add nothing to the Node-API calls.
     let mut argc = 1usize;
     let mut arg = std::ptr::null_mut();
-    let mut pid = 0i32;
     // SAFETY: `env` and `info` are the live arguments of this callback; `arg` has room for argc.
     let got = unsafe {
         sys::napi_get_cb_info(
@@ -108,27 +108,27 @@ unsafe extern "C" fn kill0_bare(
             std::ptr::null_mut(),
             std::ptr::null_mut(),
         ) == sys::Status::napi_ok
-            && argc >= 1
-            && sys::napi_get_value_int32(env, arg, &mut pid) == sys::Status::napi_ok
     };
-    let result = if got {
-        std::panic::catch_unwind(|| kill0(pid)).map_err(panic_to_error)
-    } else {
-        Err(Error::new(
+    // SAFETY: `arg` is this call's argument, on `env`'s thread.
+    let pid = (got && argc >= 1)
+        .then(|| unsafe { i32::from_napi_value(env, arg) }.ok())
+        .flatten();
+    let result = match pid {
+        Some(pid) => std::panic::catch_unwind(|| kill0(pid)).map_err(panic_to_error),
+        None => Err(Error::new(
             Status::NumberExpected,
             "kill0: the pid must be a number".to_string(),
-        ))
+        )),
     };
-    let mut out = std::ptr::null_mut();
     match result {
-        Ok(errno) => {
-            // SAFETY: `env` is live on this thread; `out` receives the new value.
-            unsafe { sys::napi_create_int32(env, errno, &mut out) };
+        // SAFETY: `env` is live on this thread.
+        Ok(errno) => unsafe { i32::to_napi_value(env, errno) }.unwrap_or(std::ptr::null_mut()),
+        Err(err) => {
+            // SAFETY: `env` is live on this thread; the callback then returns null, as thrown ones do.
+            unsafe { JsError::from(err).throw_into(env) };
+            std::ptr::null_mut()
         }
-        // SAFETY: `env` is live on this thread; the callback then returns null, as thrown ones do.
-        Err(err) => unsafe { JsError::from(err).throw_into(env) },
     }
-    out
 }
 
 /// Replace the generated `kill0` export with [`kill0_bare`] (same name, arguments and result).

@@ -18,6 +18,13 @@
 //! ([`use_libuv`]; other runtimes, such as Bun, may export libuv-named functions that do not
 //! work) and the libuv functions can be found in the host process; elsewhere [`Outbox::here`]
 //! answers None and callers use `JsDeferred`.
+//!
+//! napi-rs's safe API is used wherever it has a form (the event loop, the resource object and
+//! its reference, strings, errors, handle scopes). The raw Node-API calls left each say why at
+//! their use; in short: a deferred created and settled without a threadsafe function, an async
+//! context and its callback scope (no napi-rs form), and an async cleanup hook that stays
+//! registered until the libuv handle has closed (napi-rs's form removes it when its closure
+//! returns).
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -26,8 +33,8 @@ use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use napi::bindgen_prelude::ToNapiValue;
-use napi::sys;
+use napi::bindgen_prelude::{Null, Object, ObjectRef, ToNapiValue};
+use napi::{sys, Env, JsValue};
 
 type HandleSize = unsafe extern "C" fn(kind: i32) -> usize;
 type AsyncCb = unsafe extern "C" fn(handle: *mut c_void);
@@ -100,7 +107,8 @@ fn symbol(name: &std::ffi::CStr) -> Option<*mut c_void> {
 }
 
 /// A raw Node-API deferred, created and settled on its environment's thread; only carried by
-/// other threads.
+/// other threads. Raw: napi-rs's deferred (`JsDeferred`) settles through a threadsafe function,
+/// whose lock is what this module exists to avoid, and `PromiseRaw` makes no deferred.
 struct Deferred(sys::napi_deferred);
 // SAFETY: the pointer is only dereferenced (by Node-API) on the environment's thread.
 unsafe impl Send for Deferred {}
@@ -232,30 +240,12 @@ impl Drop for Ticket {
         self.shared.settle(Settled {
             deferred,
             value: Box::new(|env| {
-                let mut code = ptr::null_mut();
-                let mut msg = ptr::null_mut();
-                let mut err = ptr::null_mut();
-                let (c, m) = (
+                let err = napi::Error::new(
                     "ERR_PI_NATIVE_UNSETTLED",
                     "pi-native: the operation ended without an answer",
                 );
-                // SAFETY: Node-API calls on the environment's thread (`drain`).
-                unsafe {
-                    sys::napi_create_string_utf8(
-                        env,
-                        c.as_ptr().cast(),
-                        c.len() as isize,
-                        &mut code,
-                    );
-                    sys::napi_create_string_utf8(
-                        env,
-                        m.as_ptr().cast(),
-                        m.len() as isize,
-                        &mut msg,
-                    );
-                    sys::napi_create_error(env, code, msg, &mut err);
-                }
-                Ok(err)
+                // SAFETY: on the environment's thread, inside a handle scope (`drain`).
+                unsafe { napi::Error::to_napi_value(env, err) }
             }),
             reject: true,
         });
@@ -269,7 +259,8 @@ pub struct Outbox {
     handle: *mut c_void,
     shared: Arc<Shared>,
     pending: Cell<usize>,
-    resource: sys::napi_ref,
+    /// The async resource's object, held until teardown (then taken and released).
+    resource: RefCell<Option<ObjectRef<false>>>,
     context: sys::napi_async_context,
     hook: Cell<sys::napi_async_cleanup_hook_handle>,
 }
@@ -333,51 +324,38 @@ impl Outbox {
     unsafe fn make(env: sys::napi_env) -> Option<Rc<Outbox>> {
         let uv = uv()?;
         let ok = |s: sys::napi_status| s == sys::Status::napi_ok;
+        let js = Env::from_raw(env);
+        let event_loop = js.get_uv_event_loop().ok().filter(|l| !l.is_null())?;
+        let resource = Object::new(&js).ok()?;
+        let name = js.create_string("pi-native:settle").ok()?;
+        let resource_ref = resource.create_ref::<false>().ok()?;
+        let mut context = ptr::null_mut();
         // SAFETY: plain Node-API and libuv calls on the environment's thread; the handle memory
         // is the size libuv gives for an async handle, pointer-aligned (u64 words), and lives
         // until its close callback.
         unsafe {
-            let mut event_loop = ptr::null_mut();
-            if !ok(sys::napi_get_uv_event_loop(env, &mut event_loop)) || event_loop.is_null() {
-                return None;
-            }
-            let mut resource = ptr::null_mut();
-            let mut name = ptr::null_mut();
-            let mut resource_ref = ptr::null_mut();
-            let mut context = ptr::null_mut();
-            let label = "pi-native:settle";
-            if !ok(sys::napi_create_object(env, &mut resource))
-                || !ok(sys::napi_create_string_utf8(
-                    env,
-                    label.as_ptr().cast(),
-                    label.len() as isize,
-                    &mut name,
-                ))
-                || !ok(sys::napi_create_reference(
-                    env,
-                    resource,
-                    1,
-                    &mut resource_ref,
-                ))
-            {
+            // Raw: napi-rs has no form of an async context (napi_async_init/destroy, and the
+            // callback scope opened with it in `drain`, which runs the promises' reactions).
+            if !ok(sys::napi_async_init(
+                env,
+                resource.raw(),
+                name.raw(),
+                &mut context,
+            )) {
+                let _ = resource_ref.unref(&js);
                 return None;
             }
             // What a failure from here on must give back (nothing is left behind).
-            let undo = |context: sys::napi_async_context| {
-                if !context.is_null() {
-                    sys::napi_async_destroy(env, context);
-                }
-                sys::napi_delete_reference(env, resource_ref);
+            let undo = |context: sys::napi_async_context, resource_ref: ObjectRef<false>| {
+                // Raw: the async context's end (see napi_async_init above).
+                sys::napi_async_destroy(env, context);
+                let _ = resource_ref.unref(&js);
             };
-            if !ok(sys::napi_async_init(env, resource, name, &mut context)) {
-                undo(ptr::null_mut());
-                return None;
-            }
             let handle =
                 Box::into_raw(vec![0u64; handle_words(uv)].into_boxed_slice()) as *mut c_void;
             if (uv.async_init)(event_loop.cast(), handle, serve) != 0 {
                 free_handle(uv, handle);
-                undo(context);
+                undo(context, resource_ref);
                 return None;
             }
             // Nothing pending yet: the handle must not keep the loop alive.
@@ -392,11 +370,14 @@ impl Outbox {
                     handle: RwLock::new(handle as usize),
                 }),
                 pending: Cell::new(0),
-                resource: resource_ref,
+                resource: RefCell::new(Some(resource_ref)),
                 context,
                 hook: Cell::new(ptr::null_mut()),
             });
             let mut hook = ptr::null_mut();
+            // Raw: the hook must stay registered until the handle's close callback has run (Node
+            // waits for that before it tears the loop down); napi-rs's
+            // `add_removable_async_cleanup_hook` removes it as soon as its closure returns.
             if !ok(sys::napi_add_async_cleanup_hook(
                 env,
                 Some(teardown),
@@ -405,7 +386,9 @@ impl Outbox {
             )) {
                 // Without a way to close it at teardown the handle would outlive the loop.
                 close(&outbox);
-                undo(context);
+                if let Some(r) = outbox.resource.borrow_mut().take() {
+                    undo(context, r);
+                }
                 return None;
             }
             outbox.hook.set(hook);
@@ -418,6 +401,7 @@ impl Outbox {
     pub fn promise(&self) -> Option<(sys::napi_value, Ticket)> {
         let mut deferred = ptr::null_mut();
         let mut promise = ptr::null_mut();
+        // Raw: a deferred of our own, settled in `drain` (see [`Deferred`]).
         // SAFETY: on the environment's thread (the outbox never leaves it).
         let made = unsafe { sys::napi_create_promise(self.env, &mut deferred, &mut promise) };
         if made != sys::Status::napi_ok {
@@ -446,41 +430,43 @@ impl Outbox {
         self.pending
             .set(self.pending.get().saturating_sub(items.len()));
         let env = self.env;
-        // SAFETY: Node-API calls on the environment's thread, from its event loop, with a handle
-        // scope and a callback scope open around them (closing the latter runs the promises'
-        // reactions).
-        unsafe {
-            let mut scope = ptr::null_mut();
-            if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
-                self.let_go_if_idle();
-                return;
-            }
-            let mut resource = ptr::null_mut();
+        let js = Env::from_raw(env);
+        // A handle scope around the values made here (this runs from the event loop, outside any
+        // call from JS); inside it a callback scope, whose closing runs the promises' reactions.
+        let _ = js.run_in_scope(|| {
+            let resource = self
+                .resource
+                .borrow()
+                .as_ref()
+                .and_then(|r| r.get_value(&js).ok())
+                .map(|o| o.raw());
             let mut callback_scope = ptr::null_mut();
-            let in_callback = sys::napi_get_reference_value(env, self.resource, &mut resource)
-                == sys::Status::napi_ok
-                && sys::napi_open_callback_scope(env, resource, self.context, &mut callback_scope)
-                    == sys::Status::napi_ok;
-            for item in items {
-                let value = match (item.value)(env) {
-                    Ok(v) => v,
-                    Err(_) => {
-                        let mut null = ptr::null_mut();
-                        sys::napi_get_null(env, &mut null);
-                        null
+            // SAFETY: Node-API calls on the environment's thread, from its event loop, inside the
+            // handle scope. Raw: the callback scope of the async context (no napi-rs form) and
+            // the settling of our own deferreds (see [`Deferred`]).
+            unsafe {
+                let in_callback = resource.is_some_and(|resource| {
+                    sys::napi_open_callback_scope(env, resource, self.context, &mut callback_scope)
+                        == sys::Status::napi_ok
+                });
+                for item in items {
+                    let value = match (item.value)(env) {
+                        Ok(v) => v,
+                        Err(_) => Null::to_napi_value(env, Null).unwrap_or(ptr::null_mut()),
+                    };
+                    if item.reject {
+                        sys::napi_reject_deferred(env, item.deferred.0, value);
+                    } else {
+                        sys::napi_resolve_deferred(env, item.deferred.0, value);
                     }
-                };
-                if item.reject {
-                    sys::napi_reject_deferred(env, item.deferred.0, value);
-                } else {
-                    sys::napi_resolve_deferred(env, item.deferred.0, value);
+                }
+                if in_callback {
+                    // Raw, as its opening above: closing it runs the promises' reactions.
+                    sys::napi_close_callback_scope(env, callback_scope);
                 }
             }
-            if in_callback {
-                sys::napi_close_callback_scope(env, callback_scope);
-            }
-            sys::napi_close_handle_scope(env, scope);
-        }
+            Ok(())
+        });
         // Reactions may have made new calls: the loop is let go only with none pending.
         self.let_go_if_idle();
     }
@@ -514,10 +500,11 @@ unsafe extern "C" fn teardown(_hook: sys::napi_async_cleanup_hook_handle, _arg: 
         },
     );
     if let Some(outbox) = outbox {
-        // SAFETY: the environment is still alive while its cleanup hooks run.
-        unsafe {
-            sys::napi_async_destroy(outbox.env, outbox.context);
-            sys::napi_delete_reference(outbox.env, outbox.resource);
+        // SAFETY: the environment is still alive while its cleanup hooks run. Raw: the async
+        // context's end (see `Outbox::make`).
+        unsafe { sys::napi_async_destroy(outbox.env, outbox.context) };
+        if let Some(resource) = outbox.resource.borrow_mut().take() {
+            let _ = resource.unref(&Env::from_raw(outbox.env));
         }
         close(&outbox);
     }
@@ -549,7 +536,8 @@ unsafe extern "C" fn closed(handle: *mut c_void) {
     }
     let hook = CLOSING.with(|c| c.replace(ptr::null_mut()));
     if !hook.is_null() {
-        // SAFETY: the handle napi_add_async_cleanup_hook gave, removed once.
+        // SAFETY: the handle napi_add_async_cleanup_hook gave, removed once. Raw: it pairs with
+        // the raw registration in `Outbox::make`, and tells Node the cleanup is done.
         unsafe { sys::napi_remove_async_cleanup_hook(hook) };
     }
 }
