@@ -57,9 +57,8 @@ export declare class HeldLock {
   release(): boolean
   /**
    * `release` off the JS thread, for the async `withFileLock`: on libuv's pool as Node's own
-   * `fs.rmdir`, or, where the lock is on a network file system whose refusals are retried for
-   * seconds (an SMB client's EIO window), on the runtime's threads. Resolves what `release`
-   * returns.
+   * `fs.rmdir` in a local folder, on the folder's lane elsewhere (an SMB client's EIO window
+   * may hold the release for seconds). Resolves what `release` returns.
    */
   releaseAsync(): Promise<boolean>
 }
@@ -313,7 +312,8 @@ export declare function storeList(agentDir: string): Promise<ListChunks>
 
 /**
  * readEntry core: the accepted file's text, or null when absent, unreadable or invalid.
- * Takes no lock and never waits, so it runs on libuv's pool ([`on_pool`]).
+ * Takes no lock: on libuv's pool in a local folder, on the folder's lane elsewhere ([`near`]:
+ * a network folder's coherent read may retry for seconds).
  */
 export declare function storeRead(file: string): Promise<EntryText | null>
 

@@ -89,9 +89,18 @@ test('notified handoff: a native waiter retries the moment a proper-lockfile hol
   for (let round = 0; round < 5; round++) {
     const release = await lockfile.lock(file, { realpath: false })
     const before = binding.lockNotifiedAttempts()
-    // The schedule alone would retry at +25, +75, +175 ms; the holder lets go at +120 ms.
-    setTimeout(() => release(), 120)
-    await native.writeEntry(a, { ...e, taskRef: `round-${round}` })
+    // The schedule alone would retry at +25, +75, +175, +375 ms; the waiter watches for the
+    // removal from its 100 ms wait on. The holder lets go once the waiter watches (a condition,
+    // not a time: on a loaded machine the attempts come later), well before the next attempt
+    // is due: the waiter's attempt then comes from the notified removal.
+    const written = native.writeEntry(a, { ...e, taskRef: `round-${round}` })
+    const deadline = Date.now() + 10_000
+    while (binding.lockWatchedFolders() === 0) {
+      assert.ok(Date.now() < deadline, 'the waiter never watched for the removal')
+      await new Promise((r) => setImmediate(r))
+    }
+    await release()
+    await written
     assert.ok(binding.lockNotifiedAttempts() > before, 'the acquisition came from a notified removal')
     assert.equal((await native.readEntry(a, e.entryId)).taskRef, `round-${round}`)
   }

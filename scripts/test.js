@@ -39,9 +39,9 @@ if (unknown.length) {
 // verdict spends a little of each, `--all` the long budgets once (on the running Node only).
 const SHORT = { PI_NATIVE_FUZZ_SECONDS: '20', PI_NATIVE_TORTURE_SECONDS: '8' }
 const LONG = { PI_NATIVE_FUZZ_SECONDS: '100', PI_NATIVE_TORTURE_SECONDS: '30' }
-// The lock simulator (`npm run sim`, reading PI_NATIVE_SIM_SECONDS): 90 s in the verdict (2
+// The lock simulator (`npm run sim`, reading PI_NATIVE_SIM_SECONDS): 60 s in the verdict (2
 // minutes of its budget are kept for it), 300 s of soak in `--all`.
-const SIM_SHORT = '90'
+const SIM_SHORT = '60'
 const SIM_LONG = '300'
 // Test files run side by side: most of their time is waiting for children, locks and events,
 // and node:test's default on 2 cores (one file at a time) leaves the CPUs idle.

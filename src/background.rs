@@ -366,7 +366,11 @@ mod tests {
         let early = TIMER.register(t0 + Duration::from_millis(20), 1).unwrap();
         let never = TIMER.register(t0 + Duration::from_millis(30), 9).unwrap();
         assert_eq!(TIMER.withdraw(never), Some(9));
-        std::thread::sleep(Duration::from_millis(200));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lock(&FIRED).len() < 3 {
+            assert!(Instant::now() < deadline, "fired {:?}", *lock(&FIRED));
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(*lock(&FIRED), vec![1, 2, 3]);
         assert_eq!(TIMER.withdraw(early), None);
         assert_eq!(TIMER.withdraw(late), None);
@@ -385,9 +389,16 @@ mod tests {
         let t0 = Instant::now();
         TIMER.register(t0 + Duration::from_millis(10), 0).unwrap();
         TIMER.register(t0 + Duration::from_millis(30), 1).unwrap();
-        std::thread::sleep(Duration::from_millis(150));
+        // Conditions with deadlines, not fixed sleeps: the machine may be loaded.
+        let until = |want: &[u32]| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while *lock(&FIRED) != want {
+                assert!(Instant::now() < deadline, "fired {:?}, wanted {want:?}", *lock(&FIRED));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        until(&[1]);
         TIMER.register(Instant::now(), 2).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(*lock(&FIRED), vec![1, 2]);
+        until(&[1, 2]);
     }
 }
