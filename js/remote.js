@@ -124,11 +124,19 @@ function renameTransient(err, target) {
 }
 
 /**
- * The `fs` proper-lockfile works with (its `fs` option), for locks on a network file system:
- * a lock directory's `mkdir` refused with EIO (SMB, for a name another client is removing or
- * holds) is looked at: there is contention (EEXIST, judged by the stale rule), not there is
- * tried again; `rmdir`, `stat` and `utimes` refused with ESTALE or EIO are tried again. Both
- * the callback and the sync forms (proper-lockfile's lockSync uses the latter).
+ * The `fs` proper-lockfile works with (its `fs` option), for locks on a network file system.
+ * A call whose reply may have been lost after the work was done is never made again blindly
+ * by path (the path may name another holder's lock by then, issue 41):
+ * - a lock directory's `mkdir` refused (EIO: SMB, for a name another client is removing or
+ *   holds) is looked at: there is contention (EEXIST, judged by the stale rule; never claimed,
+ *   it may be another's), not there is tried again;
+ * - an `rmdir` answered EIO, ESTALE or ETIMEDOUT is looked at: gone is done; still there, the
+ *   error stands (a lock left is judged stale in 2 s, whoever made it); one refused (EBUSY,
+ *   EACCES, EPERM: SMB, for a directory another client has open) was not made: tried again;
+ * - `utimes` is not tried again here: proper-lockfile's refresh looks at the lock (its `stat`)
+ *   before it sets the mtime again;
+ * - `stat`, which changes nothing, is tried again through ESTALE and EIO.
+ * Both the callback and the sync forms (proper-lockfile's lockSync uses the latter).
  */
 function lockFs() {
   const gfs = fs
@@ -151,6 +159,7 @@ function lockFs() {
         // A judge may look at the file system: asynchronously here (a promise), so that a
         // client slow to answer (an SMB client's EIO window) never holds the JS thread.
         Promise.resolve(judge(err, args[0])).then((verdict) => {
+          if (verdict === 'done') return cb(null)
           const wait = verdict === 'again' ? next() : -1
           if (wait >= 0) return setTimeout(attempt, wait)
           cb(verdict instanceof Error ? verdict : err)
@@ -165,6 +174,7 @@ function lockFs() {
         return gfs[`${name}Sync`](...args)
       } catch (err) {
         const verdict = judge(err, args[0])
+        if (verdict === 'done') return undefined
         if (verdict instanceof Error) throw verdict
         const wait = verdict === 'again' ? next() : -1
         if (wait < 0) throw err
@@ -174,17 +184,21 @@ function lockFs() {
   }
   const mkdirJudge = (err, p) => (!dirTransient(err) ? 'final' : exists(p) ? eexist(p) : 'again')
   const mkdirJudgeAsync = (err, p) => (!dirTransient(err) ? 'final' : fsp.lstat(p).then(() => eexist(p), () => 'again'))
+  // Made or not, the reply does not say: gone is done ('done'), there the error stands.
+  const unanswered = (err) => ['EIO', 'ESTALE', 'ETIMEDOUT', 'ENOTCONN'].includes(codeOf(err))
+  const refused = (err) => ['EBUSY', 'EACCES', 'EPERM'].includes(codeOf(err))
+  const rmdirJudge = (err, p) => (refused(err) ? 'again' : unanswered(err) && !exists(p) ? 'done' : 'final')
+  const rmdirJudgeAsync = (err, p) =>
+    refused(err) ? 'again' : unanswered(err) ? fsp.lstat(p).then(() => 'final', () => 'done') : 'final'
   const otherJudge = (err) => (['ESTALE', 'EIO'].includes(codeOf(err)) ? 'again' : 'final')
   return {
     ...gfs,
     mkdir: retrying('mkdir', mkdirJudgeAsync),
     mkdirSync: retryingSync('mkdir', mkdirJudge),
-    rmdir: retrying('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),
-    rmdirSync: retryingSync('rmdir', (err) => (dirTransient(err) ? 'again' : 'final')),
+    rmdir: retrying('rmdir', rmdirJudgeAsync),
+    rmdirSync: retryingSync('rmdir', rmdirJudge),
     stat: retrying('stat', otherJudge),
     statSync: retryingSync('stat', otherJudge),
-    utimes: retrying('utimes', otherJudge),
-    utimesSync: retryingSync('utimes', otherJudge),
   }
 }
 

@@ -456,9 +456,20 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
      * have counted such an entry as already known: issue 41).
      */
     #checkRemote(listed) {
-      let on = this.#dir
-      while (!fs.existsSync(on) && path.dirname(on) !== on) on = path.dirname(on)
-      Promise.all([isRemote(on), listed]).then(
+      // The nearest folder that exists, looked for asynchronously: a look on a network mount
+      // that stopped answering must not hold the JS thread (issue 41).
+      const nearest = async (on) => {
+        while (path.dirname(on) !== on) {
+          try {
+            await fs.promises.access(on)
+            return on
+          } catch {
+            on = path.dirname(on)
+          }
+        }
+        return on
+      }
+      nearest(this.#dir).then((on) => Promise.all([isRemote(on), listed])).then(
         ([remote, now]) => {
           if (!remote || this.#closed) return
           this.#polled ??= now
