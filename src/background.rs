@@ -393,7 +393,11 @@ mod tests {
         let until = |want: &[u32]| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while *lock(&FIRED) != want {
-                assert!(Instant::now() < deadline, "fired {:?}, wanted {want:?}", *lock(&FIRED));
+                assert!(
+                    Instant::now() < deadline,
+                    "fired {:?}, wanted {want:?}",
+                    *lock(&FIRED)
+                );
                 std::thread::sleep(Duration::from_millis(5));
             }
         };

@@ -68,6 +68,8 @@ pub fn classify(e: &std::io::Error, op: Op, remote: bool) -> Errno {
     let mutates = !matches!(op, Op::Stat { .. });
     let kind = match reading(raw) {
         Reading::NotFound => ErrKind::NotFound,
+        // SMB refuses a rename over a file another client has open with EEXIST: not done.
+        Reading::Exists if remote && op == Op::Rename => ErrKind::Unknown,
         Reading::Exists => ErrKind::Exists,
         Reading::Unsupported if op == Op::RenameNoReplace => ErrKind::Unsupported,
         Reading::NotNow if remote => ErrKind::Unknown,

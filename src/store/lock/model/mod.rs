@@ -709,7 +709,7 @@ impl Acquire {
                     (a.dev, ino, a.mtime, a.atime),
                     c,
                     self.setup.stale + cache,
-                    self.setup.stale,
+                    self.setup.stale + cache,
                 )
             }
         };
@@ -900,10 +900,11 @@ fn is_eperm(raw: i32) -> bool {
 
 /// The network rule: stale once seen unchanged for longer than `limit`, by this process's
 /// monotonic clock, whatever the mtime says (another machine's clock set it, and a cache may
-/// show an older directory's). Seen unchanged means at every look, with no gap longer than the
-/// threshold between two looks (a pause, a suspend, a wait between acquisitions): across a
-/// gap, a lock may have been replaced by one that looks the same (whole seconds, no token), so
-/// the observation starts again. A lock left by a crash long ago costs a new process one full
+/// show an older directory's). Seen unchanged means at every look, with no gap longer than
+/// `gap` between two looks (the whole observation: a long pause or suspend, calls far apart):
+/// across such a gap a lock may have been replaced by one that looks the same (whole seconds,
+/// no token), so the observation starts again. Calls closer together than that (a heartbeat
+/// every 30 s) keep observing. A lock left by a crash long ago costs a new process one full
 /// observation.
 fn stale_on_network(
     mem: &mut Memory,
