@@ -354,8 +354,9 @@ export interface SupervisionState {
 
 /**
  * W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
- * by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes). Resolves the
- * removed paths. Never runs on its own.
+ * by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes), and empty
+ * private lock directories `<entry>.json.lock.<uuid>` (network folders) at least that old and
+ * at least 5 minutes old. Resolves the removed paths. Never runs on its own.
  */
 export declare function sweepOrphanTempFiles(agentDir: string, minAgeMs?: number): Promise<string[]>
 

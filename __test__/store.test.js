@@ -239,7 +239,7 @@ for (const [name, s] of backends()) {
     fs.rmSync(a, { recursive: true, force: true })
   })
 
-  test(`${name}: sweepOrphanTempFiles removes old temp files of dead writers, by the writers' exact name pattern`, async () => {
+  test(`${name}: sweepOrphanTempFiles removes old temp files of dead writers and old private lock directories, by their exact name patterns`, async () => {
     const a = tempAgentDir()
     const dir = matrixDir(a)
     fs.mkdirSync(dir, { recursive: true })
@@ -260,10 +260,29 @@ for (const [name, s] of backends()) {
       fs.writeFileSync(path.join(dir, n), 'x')
       if (!n.startsWith('fresh')) fs.utimesSync(path.join(dir, n), old, old)
     }
+    // A native lock's private directories (network folders) left by a crash: empty ones an
+    // hour old go; a younger one stays even with minAgeMs 0 (its maker may be mid-attempt).
+    const dirs = {
+      [`w.json.lock.${uuid}`]: true,
+      [`.json.lock.${uuid}`]: true,
+      [`full.json.lock.${uuid}`]: false, // not empty: not a lock's
+      [`u.json.lock.${uuid.toUpperCase()}`]: false,
+      [`w.lock.${uuid}`]: false,
+      [`young.json.lock.${uuid}`]: false, // 2 minutes old
+    }
+    for (const n of Object.keys(dirs)) {
+      fs.mkdirSync(path.join(dir, n))
+      if (n.startsWith('full')) fs.writeFileSync(path.join(dir, n, 'x'), '')
+      const t = n.startsWith('young') ? new Date(Date.now() - 120_000) : old
+      fs.utimesSync(path.join(dir, n), t, t)
+    }
+    const all = { ...names, ...dirs }
     const removed = await s.sweepOrphanTempFiles(a, 600_000)
-    const want = Object.keys(names).filter((n) => names[n])
+    const want = Object.keys(all).filter((n) => all[n])
     assert.deepEqual(removed.map((f) => path.basename(f)).sort(), want.sort())
-    assert.deepEqual(fs.readdirSync(dir).sort(), Object.keys(names).filter((n) => !names[n]).sort())
+    assert.deepEqual(fs.readdirSync(dir).sort(), Object.keys(all).filter((n) => !all[n]).sort())
+    assert.deepEqual(await s.sweepOrphanTempFiles(a, 0), [path.join(dir, `fresh.json.${pid}.${uuid}.tmp`)])
+    assert.ok(fs.existsSync(path.join(dir, `young.json.lock.${uuid}`)))
     fs.rmSync(a, { recursive: true, force: true })
   })
 

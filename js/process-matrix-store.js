@@ -210,7 +210,12 @@ async function rmRetried(file) {
 }
 
 // `.*`: entryPath(agentDir, '') is `<matrix>/.json`, an entry file like any other (W-B7).
-const TEMP_RE = /^.*\.json\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+const TEMP_RE = new RegExp(`^.*\\.json\\.(\\d+)\\.${UUID}\\.tmp$`)
+// A native lock's private directory on a network folder (COMPATIBILITY.md, "Private names").
+const PRIVATE_LOCK_RE = new RegExp(`^.*\\.json\\.lock\\.${UUID}$`)
+// Its maker cannot be told from its name: removed only once this old, whatever minAgeMs says.
+const PRIVATE_LOCK_MIN_AGE_MS = 300_000
 
 async function sweepOrphanTempFiles(agentDir, minAge) {
   const dir = processMatrixDir(agentDir)
@@ -223,6 +228,16 @@ async function sweepOrphanTempFiles(agentDir, minAge) {
   }
   const removed = []
   for (const name of names) {
+    if (PRIVATE_LOCK_RE.test(name)) {
+      const file = path.join(dir, name)
+      try {
+        const st = await fsp.lstat(file)
+        if (Date.now() - st.mtimeMs < Math.max(minAgeMs, PRIVATE_LOCK_MIN_AGE_MS)) continue
+        await fsp.rmdir(file)
+        removed.push(file)
+      } catch {}
+      continue
+    }
     const m = TEMP_RE.exec(name)
     if (!m) continue
     const file = path.join(dir, name)

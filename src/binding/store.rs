@@ -514,8 +514,9 @@ pub fn store_cas_judged_sync(
 }
 
 /// W-B2 maintenance: remove `<entry>.json.<pid>.<uuid>.tmp` files left in the matrix directory
-/// by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes). Resolves the
-/// removed paths. Never runs on its own.
+/// by writers that died (dead pid) at least `minAgeMs` ago (default 5 minutes), and empty
+/// private lock directories `<entry>.json.lock.<uuid>` (network folders) at least that old and
+/// at least 5 minutes old. Resolves the removed paths. Never runs on its own.
 #[napi(
     catch_unwind,
     ts_args_type = "agentDir: string, minAgeMs?: number",

@@ -7,8 +7,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::fserror::FsError;
-
 /// Create mode of a new file: `mode & ~umask` (what Node's `open(…, 'wx', mode)` does).
 pub fn set_create_mode(opts: &mut OpenOptions, mode: u32) {
     opts.mode(mode);
@@ -46,7 +44,7 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128
 }
 
-pub use super::{DirAttrs, Stamp, Touched, TouchedDir};
+pub use super::{DirAttrs, Stamp, TouchedDir};
 
 fn stamp(meta: &Metadata) -> Stamp {
     (meta.dev(), meta.ino(), mtime_ns(meta))
@@ -55,25 +53,6 @@ fn stamp(meta: &Metadata) -> Stamp {
 /// The stamp of what `path` names (following symbolic links, as Node's `fs.stat`).
 pub fn stamp_of(path: &str) -> std::io::Result<Stamp> {
     std::fs::metadata(path).map(|m| stamp(&m))
-}
-
-/// The stamp of what `path` names, asked of the file server where the file system caches
-/// attributes: Linux's `statx(AT_STATX_FORCE_SYNC)`, honoured by NFS, CIFS and FUSE (a FUSE
-/// daemon may still answer from a cache of its own, as sshfs does). Elsewhere a plain `stat`.
-pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
-    #[cfg(target_os = "linux")]
-    {
-        let c = CString::new(std::path::Path::new(path).as_os_str().as_bytes())?;
-        let x = match statx_force_sync(libc::AT_FDCWD, &c, 0) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => return stamp_of(path),
-            r => r?,
-        };
-        let dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
-        let mtime = x.stx_mtime.tv_sec as i128 * 1_000_000_000 + x.stx_mtime.tv_nsec as i128;
-        Ok((dev, x.stx_ino, mtime))
-    }
-    #[cfg(not(target_os = "linux"))]
-    stamp_of(path)
 }
 
 pub use super::Facts;
@@ -137,99 +116,6 @@ fn statx_force_sync(
         return Err(std::io::Error::last_os_error());
     }
     Ok(x)
-}
-
-/// Set the access and modification times of the directory at `path` to `to` (None: now), only
-/// if it is the directory `ours` recognises by its stamp. The times are set through a
-/// descriptor of the very directory that was checked (`O_DIRECTORY|O_NOFOLLOW`, `fstat`,
-/// `futimens`), so a call that stalls between its check and its touch can only touch that
-/// directory, never one that replaced it meanwhile (SPEC L10e); afterwards `path` must still
-/// name it. Where the directory cannot be opened for reading (a umask without the owner's
-/// read bit), the check and the touch go by path, as before.
-pub fn touch_dir_if(
-    path: &str,
-    mut ours: impl FnMut(Stamp) -> bool,
-    to: Option<SystemTime>,
-) -> Touched {
-    let times = match to {
-        None => {
-            [libc::timespec {
-                tv_sec: 0,
-                tv_nsec: libc::UTIME_NOW,
-            }; 2]
-        }
-        Some(t) => {
-            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-            [libc::timespec {
-                tv_sec: d.as_secs() as _, // time_t (whose alias the libc crate deprecates on musl)
-                tv_nsec: d.subsec_nanos() as _,
-            }; 2]
-        }
-    };
-    let dir = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path);
-    let dir = match dir {
-        Ok(d) => d,
-        Err(e) if gone(&e) => return Touched::NotOurs,
-        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-            return touch_path_if(path, ours, &times)
-        }
-        Err(e) => return Touched::Failed(e),
-    };
-    let before = match dir.metadata() {
-        Ok(m) => stamp(&m),
-        Err(e) => return Touched::Failed(e),
-    };
-    if !ours(before) {
-        return Touched::NotOurs;
-    }
-    // SAFETY: the descriptor is open for the call; times is a two-element timespec array.
-    if unsafe { libc::futimens(dir.as_raw_fd(), times.as_ptr()) } != 0 {
-        return Touched::Failed(std::io::Error::last_os_error());
-    }
-    let after = match dir.metadata() {
-        Ok(m) => stamp(&m),
-        Err(e) => return Touched::Failed(e),
-    };
-    // Replaced while we touched: our touch landed on our own (removed) directory. Looked up
-    // while the descriptor is still open: it pins the inode, so a libfuse client that opens by
-    // path cannot give the same directory a new inode number in between.
-    let now = std::fs::symlink_metadata(path);
-    drop(dir);
-    match now {
-        Ok(m) if (m.dev(), m.ino()) == (after.0, after.1) => Touched::Done(after),
-        Ok(_) => Touched::NotOurs,
-        Err(e) if gone(&e) => Touched::NotOurs,
-        Err(e) => Touched::Failed(e),
-    }
-}
-
-/// The check and the touch by path: a stall between the two can touch a replacement.
-fn touch_path_if(
-    path: &str,
-    mut ours: impl FnMut(Stamp) -> bool,
-    times: &[libc::timespec; 2],
-) -> Touched {
-    match stamp_of(path) {
-        Ok(s) if ours(s) => {}
-        Ok(_) => return Touched::NotOurs,
-        Err(e) if gone(&e) => return Touched::NotOurs,
-        Err(e) => return Touched::Failed(e),
-    }
-    let Ok(c) = CString::new(std::path::Path::new(path).as_os_str().as_bytes()) else {
-        return Touched::NotOurs;
-    };
-    // SAFETY: c is a valid NUL-terminated path; times a two-element timespec array.
-    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) } != 0 {
-        return Touched::Failed(std::io::Error::last_os_error());
-    }
-    match stamp_of(path) {
-        Ok(s) => Touched::Done(s),
-        Err(e) if gone(&e) => Touched::NotOurs,
-        Err(e) => Touched::Failed(e),
-    }
 }
 
 fn dir_attrs_of(meta: &Metadata) -> DirAttrs {
@@ -404,9 +290,4 @@ fn gone(e: &std::io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
     )
-}
-
-/// B18: which failed synchronous lock attempts are retried (POSIX: contention only).
-pub fn sync_lock_retryable(err: &FsError) -> bool {
-    err.is("ELOCKED")
 }

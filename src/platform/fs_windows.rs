@@ -12,7 +12,7 @@ use windows_sys::Win32::Storage::FileSystem::{
     FILE_WRITE_ATTRIBUTES,
 };
 
-use crate::fserror::{os_error, FsError};
+use crate::fserror::os_error;
 
 /// 100 ns intervals between 1601-01-01 (FILETIME epoch) and 1970-01-01.
 const FILETIME_UNIX_OFFSET: u64 = 116_444_736_000_000_000;
@@ -117,7 +117,7 @@ pub fn mtime_ns(meta: &Metadata) -> i128 {
     sec as i128 * 1_000_000_000 + nsec as i128
 }
 
-pub use super::{Facts, Stamp, Touched};
+pub use super::{Facts, Stamp};
 
 /// The facts of an open file (Windows clients of a share ask the server at open).
 pub fn fresh_facts(f: &File) -> std::io::Result<Facts> {
@@ -159,46 +159,6 @@ fn handle_stamp(f: &File) -> std::io::Result<Stamp> {
 /// The stamp of what `path` names.
 pub fn stamp_of(path: &str) -> std::io::Result<Stamp> {
     handle_stamp(&open_attributes(path, FILE_READ_ATTRIBUTES)?)
-}
-
-/// Windows has no client attribute cache to bypass: the same as [`stamp_of`].
-pub fn stamp_fresh(path: &str) -> std::io::Result<Stamp> {
-    stamp_of(path)
-}
-
-/// Set the times of the directory at `path` to `to` (None: now), only if it is the directory
-/// `ours` recognises: checked and touched through one handle, so a stall between the two can
-/// only touch that directory (SPEC L10e); afterwards `path` must still name it.
-pub fn touch_dir_if(
-    path: &str,
-    mut ours: impl FnMut(Stamp) -> bool,
-    to: Option<SystemTime>,
-) -> Touched {
-    let dir = match open_attributes(path, FILE_READ_ATTRIBUTES | FILE_WRITE_ATTRIBUTES) {
-        Ok(d) => d,
-        Err(e) if gone(&e) => return Touched::NotOurs,
-        Err(e) => return Touched::Failed(e),
-    };
-    match handle_stamp(&dir) {
-        Ok(s) if ours(s) => {}
-        Ok(_) => return Touched::NotOurs,
-        Err(e) => return Touched::Failed(e),
-    }
-    let t = to.unwrap_or_else(SystemTime::now);
-    if let Err(e) = dir.set_times(FileTimes::new().set_accessed(t).set_modified(t)) {
-        return Touched::Failed(e);
-    }
-    let after = match handle_stamp(&dir) {
-        Ok(s) => s,
-        Err(e) => return Touched::Failed(e),
-    };
-    drop(dir);
-    match stamp_of(path) {
-        Ok(s) if (s.0, s.1) == (after.0, after.1) => Touched::Done(after),
-        Ok(_) => Touched::NotOurs,
-        Err(e) if gone(&e) => Touched::NotOurs,
-        Err(e) => Touched::Failed(e),
-    }
 }
 
 pub use super::{DirAttrs, TouchedDir};
@@ -303,9 +263,4 @@ pub fn set_times(path: &str, to: SystemTime) -> std::io::Result<()> {
 /// The path is not there (or not any more), or is being deleted.
 fn gone(e: &std::io::Error) -> bool {
     matches!(os_error(e).0, "ENOENT" | "ENOTDIR" | "EPERM")
-}
-
-/// B18 on win32: EPERM from the lock `mkdir` (a directory being deleted) counts as contention.
-pub fn sync_lock_retryable(err: &FsError) -> bool {
-    err.is("ELOCKED") || err.is("EPERM")
 }

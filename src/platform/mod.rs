@@ -45,18 +45,6 @@ pub enum TouchedDir {
     Failed(std::io::Error),
 }
 
-/// What `fs::touch_dir_if` did.
-#[derive(Debug)]
-pub enum Touched {
-    /// The directory was ours and got its new times: its stamp now.
-    Done(Stamp),
-    /// The path does not name the directory the caller recognised (gone, replaced, or not
-    /// ours before the touch); nothing of anybody else's was touched.
-    NotOurs,
-    /// The file system failed (the caller decides whether that can be waited out).
-    Failed(std::io::Error),
-}
-
 /// Read a file of `size` bytes (the size fstat gave) as Node's `readFile` does: up to that size,
 /// stopping early at EOF, retrying interrupted reads. Not `read_to_end`, which asks the kernel for
 /// the size and position again (2 more syscalls). `read(buf, offset)` fills `buf` from `offset`;

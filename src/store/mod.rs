@@ -675,8 +675,15 @@ pub fn remove_entry(guard: LockGuard, file: &str) -> Result<(), FsError> {
     }
 }
 
+/// A lock's private directory (`<entry>.json.lock.<uuid>`, network folders) left by a crash is
+/// removed by the sweep only once it is at least this old, whatever `min_age` says: its maker
+/// cannot be told from its name, and a live one holds it for one attempt.
+pub const PRIVATE_LOCK_DIR_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// W-B2 maintenance: delete `<entry>.json.<pid>.<uuid>.tmp` files in the matrix directory whose
-/// writer pid is dead and which are older than `min_age`. Returns the removed paths.
+/// writer pid is dead and which are older than `min_age`, and the empty private lock
+/// directories `<entry>.json.lock.<uuid>` older than `min_age` and
+/// [`PRIVATE_LOCK_DIR_MIN_AGE`]. Returns the removed paths.
 pub fn sweep_orphan_temp_files(agent_dir: &str, min_age: std::time::Duration) -> Vec<String> {
     let dir = process_matrix_dir(agent_dir);
     let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -687,22 +694,42 @@ pub fn sweep_orphan_temp_files(agent_dir: &str, min_age: std::time::Duration) ->
         let Ok(name) = e.file_name().into_string() else {
             continue;
         };
-        let Some(pid) = orphan_temp_pid(&name) else {
-            continue;
-        };
         let path = nodepath::join(&[&dir, &name]);
-        let old_enough = e
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= min_age);
-        let dead = crate::liveness::probe_pid(pid) == crate::liveness::ProcState::Dead;
-        if old_enough && dead && std::fs::remove_file(&path).is_ok() {
+        let older_than = |min: std::time::Duration| {
+            std::fs::symlink_metadata(&path)
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= min)
+        };
+        if let Some(pid) = orphan_temp_pid(&name) {
+            let dead = crate::liveness::probe_pid(pid) == crate::liveness::ProcState::Dead;
+            if older_than(min_age) && dead && std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+        } else if private_lock_dir(&name)
+            && older_than(min_age.max(PRIVATE_LOCK_DIR_MIN_AGE))
+            && std::fs::remove_dir(&path).is_ok()
+        {
             removed.push(path);
         }
     }
     removed
+}
+
+/// A lowercase UUID as the writers print it.
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        })
+}
+
+/// Whether `name` is a lock's private directory name, `<x>.json.lock.<uuid>`.
+fn private_lock_dir(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(lock, uuid)| lock.ends_with(".json.lock") && is_uuid(uuid))
 }
 
 /// The writer pid of a temp file name `<x>.json.<pid>.<uuid>.tmp`, if it is one.
@@ -710,12 +737,8 @@ fn orphan_temp_pid(name: &str) -> Option<i32> {
     let stem = name.strip_suffix(".tmp")?;
     let (rest, uuid) = stem.rsplit_once('.')?;
     let (entry, pid) = rest.rsplit_once('.')?;
-    let uuid_ok = uuid.len() == 36
-        && uuid
-            .chars()
-            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
     // Digits only, as the writers print a pid (`parse` alone would take a sign).
-    if !entry.ends_with(".json") || !uuid_ok || !pid.bytes().all(|b| b.is_ascii_digit()) {
+    if !entry.ends_with(".json") || !is_uuid(uuid) || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     pid.parse::<i32>().ok().filter(|p| *p > 0)
