@@ -1,14 +1,14 @@
 'use strict'
 // Pure-JavaScript process-matrix store backend, written from SPEC.md §2.B (B1–B20, V1–V20).
 const fsp = require('node:fs/promises')
-const fs = require('node:fs')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
 const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
-const { sweepMinAge } = require('../lib/contract/options.js')
+const { sweepMinAge, ENTRY_MAX_BYTES } = require('../lib/contract/options.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
 const { mkdirParent, mkdirParentSync, backoff, sleep } = require('../lib/contract/transient.js')
 const { isRemoteDir, readCurrent, readCurrentSync, renameTransient } = require('./remote.js')
+const { readRegularText, readRegularTextSync } = require('./read-file.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
 const STATUS = ['running', 'winding_down', 'resumable', 'adopted', 'closed']
@@ -94,12 +94,14 @@ function parseValid(text) {
   return isProcessMatrixEntry(v) ? v : undefined
 }
 
-// On a network or FUSE file system an entry is read as the server has it now (js/remote.js):
-// a client cache may lead its name to a replaced file, or cut the new one at an old size.
+// An entry is read only if it is a regular file of at most ENTRY_MAX_BYTES, opened non-blocking
+// (W-B9: js/read-file.js). On a network or FUSE file system it is read as the server has it now
+// (js/remote.js): a client cache may lead its name to a replaced file, or cut the new one at an
+// old size.
 async function readValid(file) {
   let text
   try {
-    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await fsp.readFile(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await readRegularText(file, ENTRY_MAX_BYTES)
   } catch {
     return undefined
   }
@@ -109,7 +111,7 @@ async function readValid(file) {
 function readValidSync(file) {
   let text
   try {
-    text = isRemoteDir(path.dirname(file)) ? readCurrentSync(file) : fs.readFileSync(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? readCurrentSync(file) : readRegularTextSync(file, ENTRY_MAX_BYTES)
   } catch {
     return undefined
   }

@@ -329,16 +329,18 @@ const HEADER_PROBE_LIMIT: usize = 1024 * 1024;
 
 /// A17–A24 for one file: Ok(None) = nothing recoverable, Err(Stop) = out of time.
 fn recover_file(path: &str, max_bytes: u64, budget: &Budget) -> Result<Option<Found>, Stop> {
-    let Ok(meta) = std::fs::metadata(path) else {
+    // Opened non-blocking and judged by its descriptor (A17, A18): a name that became a FIFO or
+    // a device after the candidates' stat can neither hold this thread in `open` nor be read.
+    let Ok(file) = crate::platform::fs::open_read_nonblocking(path) else {
+        return Ok(None);
+    };
+    let Ok(meta) = file.metadata() else {
         return Ok(None);
     };
     let size = meta.len();
-    if size == 0 || size > max_bytes {
+    if !meta.file_type().is_file() || size == 0 || size > max_bytes {
         return Ok(None);
     }
-    let Ok(file) = File::open(path) else {
-        return Ok(None);
-    };
     // A19: only the text up to and including the last LF counts.
     let Some(tail) = last_lf_end(&file, size, budget)? else {
         return Ok(None);

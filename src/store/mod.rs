@@ -64,19 +64,42 @@ pub fn read_text(path: &str) -> Option<String> {
         drop(f);
         return read_coherent(path);
     }
-    let ft = meta.file_type();
-    if !ft.is_file() {
+    if !meta.file_type().is_file() {
         return None;
     }
-    let size = meta.len() as usize;
-    let bytes = if size == 0 {
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes).ok()?;
-        bytes
+    Some(text_of(read_bounded(&mut f, meta.len(), false).ok()??))
+}
+
+/// The most an entry read takes (W-B9): a file larger than this, by its descriptor's size or by
+/// what it yields where the size says nothing (procfs files report 0), reads as absent, as an
+/// unparsable one does. An entry is a few KiB; 64 MiB, the session files' rule (A17), leaves
+/// room for any entry a host writes and bounds what a hostile file can cost.
+pub const ENTRY_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// An open regular file's bytes, read as Node's `readFile` reads them (`size` from its `fstat`,
+/// then to the end when the size was 0, or with `to_end` when it was all there), but never more
+/// than [`ENTRY_MAX_BYTES`]: Ok(None) past it.
+pub(crate) fn read_bounded(
+    f: &mut std::fs::File,
+    size: u64,
+    to_end: bool,
+) -> std::io::Result<Option<Vec<u8>>> {
+    if size > ENTRY_MAX_BYTES {
+        return Ok(None);
+    }
+    let mut bytes = if size == 0 {
+        Vec::new()
     } else {
-        platform::read_sized(size, |buf, _| f.read(buf)).ok()?
+        platform::read_sized(size as usize, |buf, _| f.read(buf))?
     };
-    Some(text_of(bytes))
+    if size == 0 || to_end && bytes.len() as u64 == size {
+        let room = ENTRY_MAX_BYTES + 1 - bytes.len() as u64;
+        f.take(room).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > ENTRY_MAX_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(bytes))
 }
 
 /// Whether `path` (of which `meta` is an fstat) lies on a network or FUSE file system; one
