@@ -14,6 +14,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const { backends } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
 const { within } = require('./events-helpers.js')
+const { isDeepStrictEqual } = require('node:util')
 
 const root = path.resolve(__dirname, '..')
 // The documented bound of an entry read (README "Hostile files", SECURITY.md).
@@ -361,6 +362,41 @@ for (const [name, s] of backends()) {
   })
 }
 
+// A CAS whose `expected` nests as deep as the file it was read from: answered as
+// util.isDeepStrictEqual answers (its RangeError: the original's answer), promptly, with the
+// lock released and the file kept.
+for (const [name, s] of backends()) {
+  test(`${name}: a CAS whose expected nests 100,000 arrays answers as util.isDeepStrictEqual, promptly, and releases the lock`, async () => {
+    const a = tempAgentDir()
+    const dir = matrixDir(a)
+    fs.mkdirSync(dir, { recursive: true })
+    const file = path.join(dir, 'master-deep.json')
+    writeDeepEntry(file, 'deep', 100_000)
+    const text = fs.readFileSync(file, 'utf8')
+    const expected = await s.readEntry(a, 'master-deep')
+    let oracle
+    try {
+      oracle = { value: isDeepStrictEqual(JSON.parse(text), expected) }
+    } catch (err) {
+      oracle = { error: err.constructor.name }
+    }
+    const next = makeEntry('master', 'deep', { pid: 7 })
+    for (const [label, call] of [
+      ['writeEntryIfUnchanged', () => s.writeEntryIfUnchanged(a, 'master-deep', expected, next)],
+      ['writeEntryIfUnchangedSync', async () => s.writeEntryIfUnchangedSync(a, expected, next)],
+      ['removeEntryIfUnchanged', () => s.removeEntryIfUnchanged(a, expected)],
+    ]) {
+      const r = await within(call(), 30_000)
+      assert.ok(r !== undefined, `${name} ${label}: settles within 30 s`)
+      const got = 'error' in r ? { error: r.error.constructor.name } : { value: r.value }
+      assert.deepStrictEqual(got, oracle, `${name} ${label}`)
+      assert.equal(fs.readFileSync(file, 'utf8'), text, `${name} ${label}: the file is kept`)
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ['master-deep.json'], `${name} ${label}: no lock left`)
+    }
+    fs.rmSync(a, { recursive: true, force: true })
+  })
+}
+
 // ---- row 3: a watch goes on past an entry it cannot compare ------------------------------------
 
 for (const [name, s] of backends()) {
@@ -398,9 +434,10 @@ for (const [name, s] of backends()) {
     for (const [n, news] of [[1, true], [2, true], [2, false], [3, true]]) {
       write(deep, text(n))
       if (!news) continue // the same state again: compared equal, nothing to tell
-      let ev = await nextChange(`deep ${n}`)
-      while (innermost(ev.entry?.deep) !== n) ev = await nextChange(`deep ${n}`)
+      // The next change is this state: the rewrite of the same state before it told nothing.
+      const ev = await nextChange(`deep ${n}`)
       assert.equal(ev.entryId, 'master-deep')
+      assert.equal(innermost(ev.entry.deep), n)
     }
     // And the loop still reports other entries.
     write(path.join(dir, 'master-after.json'), JSON.stringify(makeEntry('master', 'after')))

@@ -3,6 +3,7 @@
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
+const { parsedEqual } = require('../lib/contract/parsed-equal.js')
 const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
 const { sweepMinAge, ENTRY_MAX_BYTES } = require('../lib/contract/options.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
@@ -51,7 +52,9 @@ function isProcessMatrixEntry(v) {
   if (v.role !== 'master' && v.role !== 'worker') return false
   if (has(v, 'resumable')) {
     const r = v.resumable
-    if (!isPlainRecord(r) || !isAgentIdentity(r.agent) || !isDeepStrictEqual(r.agent, v.agent)) return false
+    // Both parsed: compared as util.isDeepStrictEqual compares them, also past its stack (a
+    // read never fails for what a file holds, B3).
+    if (!isPlainRecord(r) || !isAgentIdentity(r.agent) || !parsedEqual(r.agent, v.agent)) return false
     if (!STATUS.includes(r.lastCode) || !absentOrString(r, 'taskRef', 512) || !absentOrString(r, 'taskSummary', 2000)) return false
   }
   if (has(v, 'terminal')) {

@@ -18,7 +18,7 @@
 const fsp = require('node:fs/promises')
 const fs = require('node:fs')
 const path = require('node:path')
-const { isDeepStrictEqual } = require('node:util')
+const { parsedEqual } = require('./parsed-equal.js')
 const { processMatrixDir, entryPath } = require('./paths.js')
 const { invalidArgType, invalidArgValue } = require('./errors.js')
 
@@ -496,7 +496,9 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       const file = entryPath(this.#agentDir, entryId)
       for (let i = 0; i < READ_TRIES; i++) {
         const before = await fileState(file)
-        const entry = await readEntry(this.#agentDir, entryId)
+        // A read never fails for what a file holds (B3); should one fail all the same, the file
+        // is what the original's readEntry makes of an unreadable one, and the loop goes on.
+        const entry = await readEntry(this.#agentDir, entryId).catch(() => undefined)
         if ((await fileState(file)) !== before) continue
         // Absent before and after: whatever came and went meanwhile is not news.
         return before === null ? { exists: false, entry: undefined } : { exists: true, entry }
@@ -560,7 +562,9 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           return { value: { type: 'remove', entryId, entry: undefined }, done: false }
         }
         this.#known.add(entryId)
-        if (this.#view.has(entryId) && isDeepStrictEqual(this.#view.get(entryId), now.entry)) continue
+        // Both parsed by readEntry: compared as util.isDeepStrictEqual compares them, also where
+        // its recursion would run out of stack (a deep entry must not end the loop).
+        if (this.#view.has(entryId) && parsedEqual(this.#view.get(entryId), now.entry)) continue
         this.#view.set(entryId, now.entry)
         return { value: { type: 'change', entryId, entry: now.entry }, done: false }
       }
