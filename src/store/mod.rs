@@ -153,9 +153,17 @@ fn text_of(bytes: Vec<u8>) -> String {
 #[derive(Debug)]
 pub struct Loaded {
     pub text: String,
-    pub value: Json,
+    /// The parse of `text` ([`Loaded::value`]).
+    pub tree: json::Tree,
     /// Timestamps only V8 can judge; empty when fully valid.
     pub pending: Vec<Vec<u16>>,
+}
+
+impl Loaded {
+    /// The parsed value.
+    pub fn value(&self) -> Json<'_> {
+        self.tree.root(&self.text)
+    }
 }
 
 /// B3: read, parse (G3) and validate (V1–V20); None = absent.
@@ -230,15 +238,16 @@ fn read_out(path: &str, text: String) -> Option<ReadOut> {
 
 /// B3 after the read: parse (G3) and validate (V1–V20).
 fn accept(text: String, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
-    let value = json::parse(&text)?;
-    let pending = match entry::validate(&value, known) {
+    let doc = json::parse(&text)?;
+    let pending = match entry::validate(doc.root(), known) {
         Verdict::Invalid => return None,
         Verdict::Valid => Vec::new(),
         Verdict::Pending(p) => p,
     };
+    let tree = doc.into_tree();
     Some(Loaded {
         text,
-        value,
+        tree,
         pending,
     })
 }
@@ -505,7 +514,7 @@ fn compare(current: Option<&Loaded>, expected: &Expected) -> Option<bool> {
         // A structurally equal file would carry exactly the expected timestamps, which `known`
         // decides; pending ones therefore differ from any `expected` but undefined.
         Some(l) if !l.pending.is_empty() => (!expected.is_undefined()).then_some(false),
-        current => Some(expected.matches(current.map(|l| (l.text.as_str(), &l.value)))),
+        current => Some(expected.matches(current.map(|l| (l.text.as_str(), l.value())))),
     }
 }
 
