@@ -341,13 +341,14 @@ pub fn validate(v: Json, known: &dyn Fn(&[u16]) -> Option<bool>) -> Verdict {
             }
         }
         if let Some(t) = v.get("terminal") {
+            // code: null or a safe integer; signal: null or a string of at most 100 units.
+            let code_ok = t.get("code").is_some_and(Json::is_null) || safe_int(t.get("code"));
+            let signal_ok = t
+                .get("signal")
+                .is_some_and(|s| s.is_null() || s.str().is_some_and(|s| s.len16() <= 100));
             if !t.is_obj()
-                || !t.get("code").is_some_and(Json::is_null) && !safe_int(t.get("code"))
-                || !t.get("signal").is_some_and(Json::is_null)
-                    && !t
-                        .get("signal")
-                        .and_then(Json::str)
-                        .is_some_and(|s| s.len16() <= 100)
+                || !code_ok
+                || !signal_ok
                 || !timestamp(t.get("observedAt"), &mut pending)
                 || t.get("notificationDeliveredAt").is_some()
                     && !timestamp(t.get("notificationDeliveredAt"), &mut pending)
