@@ -13,6 +13,7 @@ const { fromNative, compromisedError } = require('./contract/errors.js')
 const { isDeepStrictEqual, promisify } = require('node:util')
 const { mkdirParent, mkdirParentSync } = require('./contract/transient.js')
 const { expectedRoute, validTimestamps } = require('./expected.js')
+const { Slices } = require('./contract/slices.js')
 const { processMatrixDir, entryPath, buildEntryId } = paths
 
 // Every native failure of this environment becomes an error in one place: the contract layer.
@@ -366,6 +367,18 @@ function withFileLockSync(filePath, fn, options) {
   return result
 }
 
+/** A dirScan's chunks as the map the contract layer asks for, a chunk at a time (slices.js). */
+async function scanMap(chunks) {
+  const out = new Map()
+  const slices = new Slices()
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+    const parts = c.split('\0') // name, sig, name, sig, …, ''
+    for (let i = 0; i + 1 < parts.length; i += 2) out.set(parts[i], parts[i + 1])
+    if (slices.due()) await slices.pause()
+  }
+  return out
+}
+
 // Supervision events: the addon's exit and folder watches under the contract layer's promises,
 // iterables, probing and coalescing (lib/contract/events.js).
 const exitWaits = events.createExitWaits({
@@ -399,7 +412,7 @@ const entryWatches = events.createEntryWatches({
       }
     },
   },
-  scan: (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig]))),
+  scan: (dir) => binding.dirScan(dir).then(scanMap),
   isRemote: (dir) => binding.dirIsRemote(dir).then((remote) => remote === true),
   readEntry,
 })

@@ -118,11 +118,6 @@ pub fn store_read_now(file: String) -> Either<Option<EntryText>, Undefined> {
     }
 }
 
-/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in well under a millisecond, so the
-/// JS side can hand the event loop back between chunks (a 20,000-entry list is ~11 MB of text,
-/// over 100 ms of `JSON.parse` in one piece).
-const LIST_CHUNK_BYTES: usize = 64 * 1024;
-
 /// One piece of a listing: consecutive accepted entries, in order.
 #[napi(object)]
 pub struct ListChunk {
@@ -153,24 +148,26 @@ impl ListChunks {
     }
 }
 
-/// Group the accepted texts into JSON arrays of about [`LIST_CHUNK_BYTES`] each.
+/// Group the accepted texts into JSON arrays of at most [`super::PIECE_BYTES`] each (unless one
+/// text is larger): V8 parses one in well under a millisecond, so the JS side can hand the event
+/// loop back between chunks (a 20,000-entry list is ~11 MB of text, over 100 ms of
+/// `JSON.parse` in one piece).
 fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
-    let mut chunks = std::collections::VecDeque::new();
-    let mut json = String::new();
-    let mut pending: Vec<Vec<Vec<u16>>> = Vec::new();
-    for e in entries {
-        json.push(if pending.is_empty() { '[' } else { ',' });
-        json.push_str(&e.text);
-        pending.push(e.pending);
-        if json.len() >= LIST_CHUNK_BYTES {
-            json.push(']');
-            chunks.push_back((std::mem::take(&mut json), std::mem::take(&mut pending)));
-        }
-    }
-    if !pending.is_empty() {
-        json.push(']');
-        chunks.push_back((json, pending));
-    }
+    let mut pending: Vec<Vec<Vec<u16>>> = Vec::with_capacity(entries.len());
+    let texts = super::pieces(
+        entries,
+        |e| e.text.len(),
+        ("[", ",", "]"),
+        |json, e| {
+            json.push_str(&e.text);
+            pending.push(e.pending);
+        },
+    );
+    let mut pending = pending.into_iter();
+    let chunks = texts
+        .into_iter()
+        .map(|(json, n)| (json, pending.by_ref().take(n).collect()))
+        .collect();
     ListChunks { chunks }
 }
 
