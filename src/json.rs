@@ -134,10 +134,7 @@ impl<'a> Json<'a> {
             K::False => Kind::Bool(false),
             // The grammar was checked; Rust's parser is correctly rounded and overflows to ±∞.
             K::Num => Kind::Num(self.span().parse::<f64>().unwrap_or(f64::NAN)),
-            K::Str | K::StrEsc => Kind::Str(JStr {
-                raw: self.span(),
-                escaped: n.k == K::StrEsc,
-            }),
+            K::Str | K::StrEsc => Kind::Str(JStr::of(self.text, n)),
             K::Arr => Kind::Arr(Items {
                 text: self.text,
                 rest: &self.sub[1..],
@@ -152,11 +149,26 @@ impl<'a> Json<'a> {
     }
 
     /// `value[key]` for an object (last duplicate wins); None for absent keys and non-objects.
+    /// (Validation asks ~40 of them per entry: a walk over the nodes, keys compared as bytes.)
     pub fn get(self, key: &str) -> Option<Json<'a>> {
-        self.members()?
-            .filter(|(k, _)| k.eq_str(key))
-            .last()
-            .map(|(_, v)| v)
+        let n = self.node();
+        if n.k != K::Obj {
+            return None;
+        }
+        let mut found = None;
+        let mut at = 1;
+        for _ in 0..n.a {
+            let k = self.sub[at];
+            let size = self.sub[at + 1].size();
+            if JStr::of(self.text, k).eq_str(key) {
+                found = Some(at + 1..at + 1 + size);
+            }
+            at += 1 + size;
+        }
+        found.map(|r| Json {
+            text: self.text,
+            sub: &self.sub[r],
+        })
     }
 
     /// The string, if this is one.
@@ -304,11 +316,7 @@ impl<'a> Iterator for Members<'a> {
             return None;
         }
         self.left -= 1;
-        let key = Json {
-            text: self.text,
-            sub: &self.rest[..1],
-        }
-        .str()?;
+        let key = JStr::of(self.text, self.rest[0]);
         let (sub, rest) = self.rest[1..].split_at(self.rest[1].size());
         self.rest = rest;
         Some((
@@ -336,6 +344,15 @@ pub struct JStr<'a> {
 }
 
 impl<'a> JStr<'a> {
+    /// The string of a key or string node of `text`.
+    fn of(text: &'a str, n: Node) -> JStr<'a> {
+        debug_assert!(matches!(n.k, K::Str | K::StrEsc));
+        JStr {
+            raw: &text[n.a as usize..(n.a + n.b) as usize],
+            escaped: n.k == K::StrEsc,
+        }
+    }
+
     /// The UTF-16 code units.
     pub fn units(self) -> Units<'a> {
         Units {
