@@ -181,6 +181,11 @@ export interface ListChunk {
   json: string
   /** Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any. */
   pending?: Array<Array<string>>
+  /**
+   * Per entry of this chunk, its file's name without `.json` (asked for by `storeList`'s
+   * `names`: hardened mode's id hygiene), else null.
+   */
+  ids?: Array<string>
 }
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
@@ -314,9 +319,9 @@ export declare function storeCasSync(file: string, expected: unknown, expectedTe
 
 /**
  * listEntries core: reads, parses and validates off the JS thread; resolves the accepted
- * entries as [`ListChunks`].
+ * entries as [`ListChunks`], with their file names when `names` asks.
  */
-export declare function storeList(agentDir: string): Promise<ListChunks>
+export declare function storeList(agentDir: string, names: boolean): Promise<ListChunks>
 
 /**
  * readEntry core: the accepted file's text, or null when absent, unreadable or invalid.

@@ -11,6 +11,7 @@ const { mkdirParent, mkdirParentSync, backoff, sleep } = require('../lib/contrac
 const { isRemoteDir, readCurrent, readCurrentSync, renameTransient } = require('./remote.js')
 const { readRegularText, readRegularTextSync } = require('./read-file.js')
 const { sortInSlices } = require('../lib/contract/slices.js')
+const { safeEntryId } = require('../lib/contract/hardened.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
 const STATUS = ['running', 'winding_down', 'resumable', 'adopted', 'closed']
@@ -128,8 +129,10 @@ async function readEntry(agentDir, entryId) {
 }
 
 // A large folder is listed and sorted in slices (lib/contract/slices.js): `readdir` hands all its
-// names to the JS thread at once (~100 ms for 200,000), `opendir` a batch at a time.
-async function listEntries(agentDir) {
+// names to the JS thread at once (~100 ms for 200,000), `opendir` a batch at a time. `strict`
+// (hardened mode, lib/contract/hardened.js): only files named after a safe id, holding the entry
+// of that id.
+async function listEntries(agentDir, strict = false) {
   let dir
   const names = []
   try {
@@ -140,8 +143,10 @@ async function listEntries(agentDir) {
   }
   const out = []
   for (const name of await sortInSlices(names)) {
+    const id = name.slice(0, -'.json'.length)
+    if (strict && !safeEntryId(id)) continue
     const v = await readValid(path.join(dir, name))
-    if (v !== undefined) out.push(v)
+    if (v !== undefined && (!strict || v.entryId === id)) out.push(v)
   }
   return out
 }

@@ -297,8 +297,8 @@ pub fn read_entry_now(path: &str) -> Option<Option<ReadOut>> {
 }
 
 /// `listEntries` core (B5): names ending in `.json`, in UTF-16 order, read concurrently
-/// (W-B8) and returned in that order; unreadable or invalid ones skipped.
-pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
+/// (W-B8) and returned in that order with their names; unreadable or invalid ones skipped.
+pub fn list_entries(agent_dir: &str) -> Vec<(String, ReadOut)> {
     let dir = process_matrix_dir(agent_dir);
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
@@ -340,7 +340,11 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
             });
         }
     });
-    slots.into_iter().flatten().collect()
+    names
+        .into_iter()
+        .zip(slots)
+        .filter_map(|((name, _), slot)| Some((name, slot?)))
+        .collect()
 }
 
 #[cfg(unix)]
