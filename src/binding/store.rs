@@ -133,8 +133,12 @@ pub struct ListChunk {
 /// The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time.
 #[napi]
 pub struct ListChunks {
-    chunks: std::collections::VecDeque<(String, Vec<Vec<Vec<u16>>>, Option<Vec<String>>)>,
+    chunks: std::collections::VecDeque<Piece>,
 }
+
+/// A [`ListChunk`] before it crosses: the JSON text, the pending timestamps per entry, and the
+/// file names when asked for.
+type Piece = (String, Vec<Vec<Vec<u16>>>, Option<Vec<String>>);
 
 #[napi]
 impl ListChunks {
