@@ -902,6 +902,48 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// W-B9: only regular files are read, and never more than ENTRY_MAX_BYTES, also when the
+    /// size says nothing (procfs) or lies about what a read would cost (a sparse file).
+    #[cfg(unix)]
+    #[test]
+    fn entry_reads_are_bounded_and_regular_only() {
+        let (dir, file) = temp_entry("bounded");
+        std::fs::write(&file, entry::tests::ENTRY).unwrap();
+        assert_eq!(read_text(&file).as_deref(), Some(entry::tests::ENTRY));
+        // At the bound, read; one byte over (by its size), absent, unread.
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(ENTRY_MAX_BYTES).unwrap();
+        assert_eq!(
+            read_text(&file).map(|t| t.len() as u64),
+            Some(ENTRY_MAX_BYTES)
+        );
+        f.set_len(10 * 1024 * 1024 * 1024).unwrap();
+        assert_eq!(read_text(&file), None, "a 10 GiB sparse file");
+        drop(f);
+        std::fs::remove_file(&file).unwrap();
+        for target in ["/dev/zero", "/proc/self/pagemap", "/proc/self/environ"] {
+            if std::path::Path::new(target).exists() {
+                std::os::unix::fs::symlink(target, &file).unwrap();
+                let got = read_text(&file);
+                // A character device is not regular; procfs files are, and are read to the bound.
+                assert!(
+                    got.as_ref()
+                        .is_none_or(|t| t.len() as u64 <= ENTRY_MAX_BYTES),
+                    "{target}"
+                );
+                if target == "/dev/zero" || target == "/proc/self/pagemap" {
+                    assert_eq!(got, None, "{target}");
+                }
+                std::fs::remove_file(&file).unwrap();
+            }
+        }
+        let path = std::ffi::CString::new(file.clone()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert_eq!(read_text(&file), None, "a FIFO, without blocking");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn temp_names() {
         assert_eq!(
