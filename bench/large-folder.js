@@ -4,7 +4,8 @@
 // Measured with perf_hooks.monitorEventLoopDelay (1 ms resolution) in a child process of its
 // own per run (a fresh heap, one backend alone); the loop probe of the tests also reports the
 // part of that stretch the process itself held the loop (the stall minus the time its thread
-// waited for a CPU, from /proc/<pid>/task/<tid>/schedstat), which a busy machine cannot inflate.
+// waited for a CPU, from /proc/<pid>/task/<tid>/schedstat), which a busy machine cannot inflate,
+// and the longest V8 garbage collection inside the call (a PerformanceObserver of 'gc').
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -20,7 +21,7 @@ const TARGET_MS = 20
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
-/** One measurement in a child: `{ maxMs, ownMs, totalMs, count }`. */
+/** One measurement in a child: `{ maxMs, ownMs, gcMs, totalMs, count }` (gcMs: V8's longest GC pause in it). */
 function measure(backend, op, agentDir) {
   const root = path.join(__dirname, '..')
   const code = `
@@ -29,7 +30,13 @@ function measure(backend, op, agentDir) {
     const { loadNative, loadJs } = require(${JSON.stringify(path.join(root, 'lib', 'binding.js'))})
     const s = ${backend === 'js' ? 'loadJs' : 'loadNative'}()
     const [op, agentDir, events] = [process.argv[1], process.argv[2], Number(process.argv[3])]
+    const { PerformanceObserver } = require('node:perf_hooks')
+    let gcMs = 0
+    const gc = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) gcMs = Math.max(gcMs, e.duration)
+    })
     ;(async () => {
+      gc.observe({ entryTypes: ['gc'] })
       const h = monitorEventLoopDelay({ resolution: 1 })
       h.enable()
       const probe = startLoopProbe(1)
@@ -44,7 +51,9 @@ function measure(backend, op, agentDir) {
       const totalMs = performance.now() - t0
       h.disable()
       const { maxOwnGap } = probe.stop()
-      console.log(JSON.stringify({ maxMs: h.max / 1e6, ownMs: maxOwnGap, totalMs, count }))
+      await new Promise((resolve) => setImmediate(resolve)) // the last GC entries delivered
+      gc.disconnect()
+      console.log(JSON.stringify({ maxMs: h.max / 1e6, ownMs: maxOwnGap, gcMs, totalMs, count }))
     })()`
   const r = spawnSync(process.execPath, ['-e', code, op, agentDir, String(WATCH_EVENTS)], { encoding: 'utf8', maxBuffer: 1 << 20 })
   if (r.status !== 0) throw new Error(`large-folder bench child (${backend} ${op}) failed: ${r.stderr}`)
@@ -96,6 +105,7 @@ module.exports = async function largeFolder() {
         notes:
           `medians of ${RUNS} runs in fresh processes; of it held by the process itself (less its run-queue wait): ` +
           `native ${pick('native', 'ownMs').toFixed(1)} ms, js ${pick('js', 'ownMs').toFixed(1)} ms; ` +
+          `longest V8 garbage collection inside: native ${pick('native', 'gcMs').toFixed(1)} ms, js ${pick('js', 'gcMs').toFixed(1)} ms; ` +
           `whole call: native ${(pick('native', 'totalMs') / 1000).toFixed(2)} s, js ${(pick('js', 'totalMs') / 1000).toFixed(2)} s`,
       })
     }
