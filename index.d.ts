@@ -70,6 +70,19 @@ export declare class ListChunks {
 }
 
 /**
+ * The result of `dirScan`: the entry files (`*.json`) of a folder, in UTF-16 order of their
+ * names, cut into chunks.
+ */
+export declare class ScanChunks {
+  /**
+   * The next chunk, or null when all were taken: `name\0sig\0` for each file, `sig` the
+   * inode, size, modification and status-change times, as one comparable string (file
+   * names cannot hold NUL).
+   */
+  takeChunk(): string | null
+}
+
+/**
  * A CAS suspended under its lock while the JS thread decides whether it matched: V8 judges
  * the file's timestamps (`expected` was undefined), or JS compares the whole file
  * (`storeCasJudged`). `finish` / `finishSync` complete it; `release` (or dropping it: collection,
@@ -120,10 +133,11 @@ export interface DirMail {
 }
 
 /**
- * The entry files (`*.json`) of `dir` with their signatures, for polling a folder whose
- * notifications miss remote changes; `[]` when the folder does not exist (or is a file).
+ * The entry files (`*.json`) of `dir` with their signatures ([`ScanChunks`]), for polling a
+ * folder whose notifications miss remote changes; none when the folder does not exist (or is
+ * a file).
  */
-export declare function dirScan(dir: string): Promise<ScannedFile[]>
+export declare function dirScan(dir: string): Promise<ScanChunks>
 
 /** How folders are watched here: `inotify`, `kqueue` or `ReadDirectoryChangesW`. */
 export declare function dirWatchMode(): 'inotify' | 'kqueue' | 'ReadDirectoryChangesW' | 'none'
@@ -166,6 +180,11 @@ export interface ListChunk {
   json: string
   /** Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any. */
   pending?: Array<Array<string>>
+  /**
+   * Per entry of this chunk, its file's name without `.json` (asked for by `storeList`'s
+   * `names`: hardened mode's id hygiene), else null.
+   */
+  ids?: Array<string>
 }
 
 /** withFileLock core: acquire (off the JS thread), resolving the held lock or the error. */
@@ -238,13 +257,6 @@ export declare function releaseLocksAtExit(): void
 /** Whether a positive int32 pid still names the process that started at `startTimeMs`. */
 export declare function sameProcess(pid: number, startTimeMs: number): boolean
 
-/** One entry file of a listing: its name and what identifies this version of it. */
-export interface ScannedFile {
-  name: string
-  /** inode, size, modification and status-change times, as one comparable string. */
-  sig: string
-}
-
 /** Raw result of `recoverSessionTail` (the public wrapper adds the caller's `sessionId`). */
 export interface SessionTail {
   /** File-derived session id: the file name without `.jsonl`. */
@@ -306,9 +318,9 @@ export declare function storeCasSync(file: string, expected: unknown, expectedTe
 
 /**
  * listEntries core: reads, parses and validates off the JS thread; resolves the accepted
- * entries as [`ListChunks`].
+ * entries as [`ListChunks`], with their file names when `names` asks.
  */
-export declare function storeList(agentDir: string): Promise<ListChunks>
+export declare function storeList(agentDir: string, names: boolean): Promise<ListChunks>
 
 /**
  * readEntry core: the accepted file's text, or null when absent, unreadable or invalid.

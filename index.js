@@ -839,6 +839,7 @@ module.exports.DirChannel = nativeBinding.DirChannel
 module.exports.ExitChannel = nativeBinding.ExitChannel
 module.exports.HeldLock = nativeBinding.HeldLock
 module.exports.ListChunks = nativeBinding.ListChunks
+module.exports.ScanChunks = nativeBinding.ScanChunks
 module.exports.SuspendedCas = nativeBinding.SuspendedCas
 module.exports.atomicWrite = nativeBinding.atomicWrite
 module.exports.atomicWriteSync = nativeBinding.atomicWriteSync

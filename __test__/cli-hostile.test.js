@@ -44,7 +44,7 @@ for (const backend of ['native', 'js']) {
     const cases = [
       ['fifo', (f) => spawnSync('mkfifo', [f]), 'not-a-file', /is a FIFO \(named pipe\), not a regular file/],
       ['zero', (f) => fs.symlinkSync('/dev/zero', f), 'not-a-file', /is a character device, not a regular file/],
-      ['sparse', (f) => fs.truncateSync((fs.writeFileSync(f, ''), f), 600 * 1024 * 1024), 'too-large', /holds more than 16 MiB/],
+      ['sparse', (f) => fs.truncateSync((fs.writeFileSync(f, ''), f), 600 * 1024 * 1024), 'too-large', /holds more than 64 MiB/],
       ['pagemap', (f) => fs.symlinkSync('/proc/self/pagemap', f), null, /master-x\.json: /],
     ]
     for (const [name, make, kind, says] of cases) {

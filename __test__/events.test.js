@@ -435,6 +435,17 @@ for (const [name, s] of backends()) {
   })
 }
 
+/** The addon's folder scan as `{ name, sig }` files (dirScan hands them over in chunks). */
+async function scanFiles(dir) {
+  const chunks = await binding.dirScan(dir)
+  const out = []
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+    const p = c.split('\0')
+    for (let i = 0; i + 1 < p.length; i += 2) out.push({ name: p[i], sig: p[i + 1] })
+  }
+  return out
+}
+
 test('watchEntries polls a folder whose notifications miss remote changes', async (tc) => {
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".
   let next = 1
@@ -444,7 +455,7 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
   let scans = 0
   let scanned = () => {}
   const scan = (dir) =>
-    binding.dirScan(dir).then((files) => {
+    scanFiles(dir).then((files) => {
       scans++
       scanned()
       return new Map(files.map((f) => [f.name, f.sig]))
@@ -476,11 +487,23 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
 
 test('native: the folder scan and the remote test of the addon', async () => {
   const a = tempAgentDir()
-  assert.deepEqual(await binding.dirScan(matrixDir(a)), [])
+  assert.deepEqual(await scanFiles(matrixDir(a)), [])
   await native.writeEntry(a, makeEntry('master', 'x'))
   fs.writeFileSync(path.join(matrixDir(a), 'stray.txt'), '')
-  const files = await binding.dirScan(matrixDir(a))
-  assert.deepEqual(files.map((f) => f.name), ['master-x.json'])
+  // In UTF-16 order of the names, cut into pieces of at most 48 KiB.
+  for (let i = 0; i < 3000; i++) fs.writeFileSync(path.join(matrixDir(a), `w-${String(i).padStart(4, '0')}.json`), '')
+  fs.writeFileSync(path.join(matrixDir(a), '\u{1f600}.json'), '')
+  fs.writeFileSync(path.join(matrixDir(a), '\uff61.json'), '')
+  const chunks = await binding.dirScan(matrixDir(a))
+  const sizes = []
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) sizes.push(Buffer.byteLength(c))
+  assert.ok(sizes.length >= 3 && sizes.every((n) => n <= 48 * 1024), `${sizes}`)
+  const files = await scanFiles(matrixDir(a))
+  const names = files.map((f) => f.name)
+  assert.deepEqual(names, [...names].sort())
+  assert.deepEqual(names.filter((n) => !n.startsWith('w-')), ['master-x.json', '\u{1f600}.json', '\uff61.json'])
+  assert.equal(names.length, 3003)
+  assert.match(files[0].sig, /^\d+:\d+:\d+:\d+$/)
   assert.equal(await binding.dirIsRemote(a), false, 'a temp folder is local')
   rmTree(a)
 })

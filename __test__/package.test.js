@@ -98,7 +98,7 @@ test('npm pack: no rebuild of a current binary, no prepare script in the packed 
 
 test(`the tarball carries the loader, the types, the JS layers and the ${HOST} binary — and no sources`, () => {
   const files = tarball.files
-  for (const f of ['package.json', 'index.js', 'index.d.ts', `pi-native.${HOST}.node`, 'lib/index.js', 'lib/index.d.ts', 'js/index.js', 'bin/pi-native.js', 'README.md']) {
+  for (const f of ['package.json', 'index.js', 'index.d.ts', `pi-native.${HOST}.node`, 'lib/index.js', 'lib/index.d.ts', 'js/index.js', 'bin/pi-native.js', 'README.md', 'SECURITY.md']) {
     assert.ok(files.includes(f), `${f} in tarball`)
   }
   for (const sub of Object.keys(SUBPATHS)) assert.ok(files.includes(`lib/${sub}.d.ts`))

@@ -3,7 +3,7 @@
 // `npm run bench`: every scenario, native vs the js/ backend, in one run. Prints a Markdown
 // table (medians, ratios, targets met or missed) and writes bench/results/latest.{json,md}.
 // `npm run bench -- store cold` runs only the named suites (liveness, session-recovery, store,
-// events, cold).
+// events, large-folder, cold).
 const { compare, write } = require('./harness.js')
 const { loadNative, loadJs } = require('../lib/binding.js')
 
@@ -12,6 +12,7 @@ const suites = {
   'session-recovery': require('./session-recovery.js'),
   store: require('./store.js'),
   events: require('./events.js'),
+  'large-folder': require('./large-folder.js'),
   cold: require('./cold.js'),
 }
 

@@ -25,10 +25,10 @@ function writerState(pid) {
   }
 }
 
-// The most of an entry file the CLI reads. An entry is a few KB; the store skips a file over its
-// own read bound (issue 42) as it skips an unparsable one, and the CLI says so instead of
-// reading a 600 MB file, a /dev/zero link or /proc/self/pagemap to its end.
-const ENTRY_READ_LIMIT = 16 * 1024 * 1024
+// The most of an entry file the CLI reads: the store's own bound (issue 42), over which it skips
+// a file as it skips an unparsable one; the CLI says so instead of reading a 600 MB file, a
+// /dev/zero link or /proc/self/pagemap to its end.
+const { ENTRY_MAX_BYTES: ENTRY_READ_LIMIT } = require('../lib/contract/options.js')
 
 /** What kind of file a stat names, in plain words ('a FIFO (named pipe)', …). */
 function fileType(st) {

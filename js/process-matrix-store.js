@@ -1,14 +1,17 @@
 'use strict'
 // Pure-JavaScript process-matrix store backend, written from SPEC.md §2.B (B1–B20, V1–V20).
 const fsp = require('node:fs/promises')
-const fs = require('node:fs')
 const path = require('node:path')
 const { isDeepStrictEqual } = require('node:util')
+const { parsedEqual } = require('../lib/contract/parsed-equal.js')
 const { processMatrixDir, entryPath, buildEntryId } = require('../lib/contract/paths.js')
-const { sweepMinAge } = require('../lib/contract/options.js')
+const { sweepMinAge, ENTRY_MAX_BYTES } = require('../lib/contract/options.js')
 const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } = require('./atomic-file.js')
 const { mkdirParent, mkdirParentSync, backoff, sleep } = require('../lib/contract/transient.js')
 const { isRemoteDir, readCurrent, readCurrentSync, renameTransient } = require('./remote.js')
+const { readRegularText, readRegularTextSync } = require('./read-file.js')
+const { sortInSlices } = require('../lib/contract/slices.js')
+const { safeEntryId } = require('../lib/contract/hardened.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
 const STATUS = ['running', 'winding_down', 'resumable', 'adopted', 'closed']
@@ -51,7 +54,9 @@ function isProcessMatrixEntry(v) {
   if (v.role !== 'master' && v.role !== 'worker') return false
   if (has(v, 'resumable')) {
     const r = v.resumable
-    if (!isPlainRecord(r) || !isAgentIdentity(r.agent) || !isDeepStrictEqual(r.agent, v.agent)) return false
+    // Both parsed: compared as util.isDeepStrictEqual compares them, also past its stack (a
+    // read never fails for what a file holds, B3).
+    if (!isPlainRecord(r) || !isAgentIdentity(r.agent) || !parsedEqual(r.agent, v.agent)) return false
     if (!STATUS.includes(r.lastCode) || !absentOrString(r, 'taskRef', 512) || !absentOrString(r, 'taskSummary', 2000)) return false
   }
   if (has(v, 'terminal')) {
@@ -94,12 +99,14 @@ function parseValid(text) {
   return isProcessMatrixEntry(v) ? v : undefined
 }
 
-// On a network or FUSE file system an entry is read as the server has it now (js/remote.js):
-// a client cache may lead its name to a replaced file, or cut the new one at an old size.
+// An entry is read only if it is a regular file of at most ENTRY_MAX_BYTES, opened non-blocking
+// (W-B9: js/read-file.js). On a network or FUSE file system it is read as the server has it now
+// (js/remote.js): a client cache may lead its name to a replaced file, or cut the new one at an
+// old size.
 async function readValid(file) {
   let text
   try {
-    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await fsp.readFile(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await readRegularText(file, ENTRY_MAX_BYTES)
   } catch {
     return undefined
   }
@@ -109,7 +116,7 @@ async function readValid(file) {
 function readValidSync(file) {
   let text
   try {
-    text = isRemoteDir(path.dirname(file)) ? readCurrentSync(file) : fs.readFileSync(file, 'utf8')
+    text = isRemoteDir(path.dirname(file)) ? readCurrentSync(file) : readRegularTextSync(file, ENTRY_MAX_BYTES)
   } catch {
     return undefined
   }
@@ -121,20 +128,25 @@ async function readEntry(agentDir, entryId) {
   return readValid(entryPath(agentDir, entryId))
 }
 
-async function listEntries(agentDir) {
+// A large folder is listed and sorted in slices (lib/contract/slices.js): `readdir` hands all its
+// names to the JS thread at once (~100 ms for 200,000), `opendir` a batch at a time. `strict`
+// (hardened mode, lib/contract/hardened.js): only files named after a safe id, holding the entry
+// of that id.
+async function listEntries(agentDir, strict = false) {
   let dir
-  let names
+  const names = []
   try {
     dir = processMatrixDir(agentDir)
-    names = await fsp.readdir(dir)
+    for await (const d of await fsp.opendir(dir, { bufferSize: 256 })) if (d.name.endsWith('.json')) names.push(d.name)
   } catch {
     return []
   }
   const out = []
-  for (const name of names.sort()) {
-    if (!name.endsWith('.json')) continue
+  for (const name of await sortInSlices(names)) {
+    const id = name.slice(0, -'.json'.length)
+    if (strict && !safeEntryId(id)) continue
     const v = await readValid(path.join(dir, name))
-    if (v !== undefined) out.push(v)
+    if (v !== undefined && (!strict || v.entryId === id)) out.push(v)
   }
   return out
 }

@@ -8,6 +8,8 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 const { backoff, sleep, sleepSync, codeOf } = require('../lib/contract/transient.js')
+const { ENTRY_MAX_BYTES } = require('../lib/contract/options.js')
+const { READ_FLAGS, readHandle, readFdSync } = require('./read-file.js')
 
 // statfs(2) magic numbers of network, cluster and FUSE file systems: the native table
 // (src/platform/fs_kind/linux.rs, REMOTE) in JavaScript, for the JS backend and for when the
@@ -60,11 +62,15 @@ async function readCurrent(file) {
     let text
     try {
       listed = (await fsp.readdir(path.dirname(file))).includes(path.basename(file))
-      const fh = await fsp.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      const fh = await fsp.open(file, READ_FLAGS)
       try {
         await fsp.link(file, file).catch(() => {})
-        if (!(await fh.stat()).isFile()) return undefined
-        text = await fh.readFile('utf8')
+        const st = await fh.stat()
+        if (!st.isFile()) return undefined
+        // The size now, then on to the end in case it was more; past the bound, absent (W-B9).
+        const bytes = await readHandle(fh, st.size, ENTRY_MAX_BYTES, true)
+        if (bytes === undefined) return undefined
+        text = bytes.toString('utf8')
       } finally {
         await fh.close().catch(() => {})
       }
@@ -89,13 +95,16 @@ function readCurrentSync(file) {
     let text
     try {
       listed = fs.readdirSync(path.dirname(file)).includes(path.basename(file))
-      const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+      const fd = fs.openSync(file, READ_FLAGS)
       try {
         try {
           fs.linkSync(file, file)
         } catch {}
-        if (!fs.fstatSync(fd).isFile()) return undefined
-        text = fs.readFileSync(fd, 'utf8')
+        const st = fs.fstatSync(fd)
+        if (!st.isFile()) return undefined
+        const bytes = readFdSync(fd, st.size, ENTRY_MAX_BYTES, true)
+        if (bytes === undefined) return undefined
+        text = bytes.toString('utf8')
       } finally {
         try {
           fs.closeSync(fd)

@@ -8,6 +8,7 @@ const path = require('node:path')
 const { recoveryLimits } = require('../lib/contract/options.js')
 const session = require('../lib/contract/session.js')
 const { completeLines, parseEntries, migrationThrows, lastAnswer } = require('./session-parse.js')
+const { READ_FLAGS, readHandle } = require('./read-file.js')
 
 // ---- recovery --------------------------------------------------------------------------------
 
@@ -29,10 +30,19 @@ async function candidates(dir, sessionId, maxFiles) {
   return [...matched, ...rest].slice(0, maxFiles).map((c) => c.name)
 }
 
+// A17–A18 judged on the open descriptor, opened non-blocking: a name that turned into a FIFO or
+// a device since the candidates' stat neither holds a libuv thread in `open` nor is read.
 async function recoverFile(file, maxFileBytes) {
-  const st = await fsp.stat(file)
-  if (st.size <= 0 || st.size > maxFileBytes) return null
-  const entries = parseEntries(completeLines(await fsp.readFile(file, 'utf8')))
+  const fh = await fsp.open(file, READ_FLAGS)
+  let bytes
+  try {
+    const st = await fh.stat()
+    if (!st.isFile() || st.size <= 0 || st.size > maxFileBytes) return null
+    bytes = await readHandle(fh, st.size, maxFileBytes)
+  } finally {
+    await fh.close().catch(() => {})
+  }
+  const entries = parseEntries(completeLines(bytes.toString('utf8')))
   return migrationThrows(entries) ? null : lastAnswer(entries)
 }
 

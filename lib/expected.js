@@ -20,7 +20,9 @@
 //   Date, RegExp, Error, boxed primitive or arguments object, which Object.prototype.toString
 //   tells apart). The comparison is util.isDeepStrictEqual itself, called under the lock on
 //   the JS thread, so its getters and traps run when, and only if, the original's comparison
-//   calls them.
+//   calls them. So is a value nesting deeper than MAX_READ_DEPTH (or too deep for
+//   JSON.stringify): the original's answer (past a few thousand levels, its RangeError), never
+//   a read into the addon that takes time quadratic in the depth.
 const { types } = require('node:util')
 
 const TEXT = 0
@@ -68,14 +70,25 @@ function prototypesRoute() {
   return hasOwn(OBJECT, 'toJSON') || hasOwn(ARRAY, 'toJSON') ? READ : TEXT
 }
 
+/**
+ * Nesting past which `expected` is compared by util.isDeepStrictEqual itself (JUDGE): the
+ * original's answer at any depth (past a few thousand levels, its RangeError), at the
+ * original's cost, where reading the value into the addon would take time quadratic in the
+ * depth on the JS thread (each object is checked against its ancestors for cycles).
+ */
+const MAX_READ_DEPTH = 1000
+
 /** The route of `expected` (an object or array root): TEXT, READ or JUDGE. */
 function route(root) {
   let result = prototypesRoute()
   if (result === JUDGE) return JUDGE
   const seen = new Seen()
   const stack = [root]
+  const depths = [1]
   while (stack.length > 0) {
     const v = stack.pop()
+    const depth = depths.pop()
+    if (depth > MAX_READ_DEPTH) return JUDGE
     if (seen.visit(v)) {
       result = READ // shared or cyclic: JSON text would duplicate or fail
       continue
@@ -91,7 +104,10 @@ function route(root) {
         if (sym === TO_STRING_TAG) return JUDGE
         const d = getOwnPropertyDescriptor(v, sym)
         if (isAccessor(d)) return JUDGE
-        if (typeof d.value === 'object' && d.value !== null) stack.push(d.value)
+        if (typeof d.value === 'object' && d.value !== null) {
+          stack.push(d.value)
+          depths.push(depth + 1)
+        }
       }
     }
     // Internal slots behind Object.prototype (Date, RegExp, Error, boxed primitives,
@@ -105,8 +121,10 @@ function route(root) {
       const d = getOwnPropertyDescriptor(v, names[i]) // defined: v is no Proxy
       if (isAccessor(d)) return JUDGE
       const x = d.value
-      if (typeof x === 'object' && x !== null) stack.push(x)
-      else if (!jsonLeaf(x)) result = READ
+      if (typeof x === 'object' && x !== null) {
+        stack.push(x)
+        depths.push(depth + 1)
+      } else if (!jsonLeaf(x)) result = READ
     }
   }
   return result
@@ -139,7 +157,7 @@ function expectedRoute(expected) {
     // the native side then takes as equal without parsing either.
     return { text: JSON.stringify(expected, null, '\t') + '\n' }
   } catch {
-    return READ_ROUTE // nesting too deep for JSON.stringify: the native reader is iterative
+    return JUDGE_ROUTE // nesting too deep for JSON.stringify (its RangeError): as the original
   }
 }
 const READ_ROUTE = Object.freeze({ text: null })

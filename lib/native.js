@@ -13,6 +13,8 @@ const { fromNative, compromisedError } = require('./contract/errors.js')
 const { isDeepStrictEqual, promisify } = require('node:util')
 const { mkdirParent, mkdirParentSync } = require('./contract/transient.js')
 const { expectedRoute, validTimestamps } = require('./expected.js')
+const { Slices } = require('./contract/slices.js')
+const { hardenStore, safeEntryId } = require('./contract/hardened.js')
 const { processMatrixDir, entryPath, buildEntryId } = paths
 
 // Every native failure of this environment becomes an error in one place: the contract layer.
@@ -148,18 +150,23 @@ function readEntry(agentDir, entryId) {
 const LIST_SLICE_MS = 4
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
-function listEntries(agentDir) {
+/**
+ * `strict` (hardened mode, lib/contract/hardened.js): only files named after a safe id, holding
+ * the entry of that id.
+ */
+function listEntries(agentDir, strict = false) {
   if (typeof agentDir !== 'string') return Promise.resolve([])
-  return rejecting(() => binding.storeList(agentDir).then(collectEntries))
+  return rejecting(() => binding.storeList(agentDir, strict).then((chunks) => collectEntries(chunks, strict)))
 }
 
 /** Parse a listing chunk by chunk, in order, yielding to the event loop between slices. */
-async function collectEntries(chunks) {
+async function collectEntries(chunks, strict) {
   const out = []
   let sliceStart = performance.now()
   for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
     const part = JSON.parse(c.json)
     for (let i = 0; i < part.length; i++) {
+      if (strict && !(safeEntryId(c.ids[i]) && part[i].entryId === c.ids[i])) continue
       if (!c.pending || c.pending[i].every(finiteDate)) out.push(part[i])
     }
     if (performance.now() - sliceStart >= LIST_SLICE_MS) {
@@ -366,6 +373,18 @@ function withFileLockSync(filePath, fn, options) {
   return result
 }
 
+/** A dirScan's chunks as the map the contract layer asks for, a chunk at a time (slices.js). */
+async function scanMap(chunks) {
+  const out = new Map()
+  const slices = new Slices()
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+    const parts = c.split('\0') // name, sig, name, sig, …, ''
+    for (let i = 0; i + 1 < parts.length; i += 2) out.set(parts[i], parts[i + 1])
+    if (slices.due()) await slices.pause()
+  }
+  return out
+}
+
 // Supervision events: the addon's exit and folder watches under the contract layer's promises,
 // iterables, probing and coalescing (lib/contract/events.js).
 const exitWaits = events.createExitWaits({
@@ -399,9 +418,23 @@ const entryWatches = events.createEntryWatches({
       }
     },
   },
-  scan: (dir) => binding.dirScan(dir).then((files) => new Map(files.map((f) => [f.name, f.sig]))),
+  scan: (dir) => binding.dirScan(dir).then(scanMap),
   isRemote: (dir) => binding.dirIsRemote(dir).then((remote) => remote === true),
+  // A watch reads as readEntry does, hardened mode included.
+  readEntry: (agentDir, entryId) => hardenedStore.readEntry(agentDir, entryId),
+})
+
+// PI_NATIVE_HARDENED (lib/contract/hardened.js) over the store and its watch.
+const hardenedStore = hardenStore({
   readEntry,
+  listEntries,
+  writeEntry,
+  writeEntryIfUnchanged,
+  writeEntryIfUnchangedSync,
+  removeEntry,
+  removeEntryIfUnchanged,
+  sweepOrphanTempFiles,
+  watchEntries: entryWatches.watchEntries,
 })
 
 module.exports = {
@@ -416,14 +449,7 @@ module.exports = {
   processMatrixDir,
   entryPath,
   buildEntryId,
-  readEntry,
-  listEntries,
-  writeEntry,
-  writeEntryIfUnchanged,
-  writeEntryIfUnchangedSync,
-  removeEntry,
-  removeEntryIfUnchanged,
-  sweepOrphanTempFiles,
+  ...hardenedStore,
   writeFileAtomic,
   writeFileAtomicSync,
   withFileLock,

@@ -92,9 +92,16 @@ export interface ProcessMatrixEntry {
   terminal?: ProcessTerminalHandoff
 }
 
-/** The valid entry stored under `entryId`, or undefined (missing, unreadable, not JSON, invalid). */
+/**
+ * The valid entry stored under `entryId`, or undefined (missing, unreadable, not a regular file,
+ * over 64 MiB, not JSON, invalid). With `PI_NATIVE_HARDENED=1`, also for an unsafe id, an entry
+ * of another id, or a refused folder (SECURITY.md).
+ */
 export declare function readEntry(agentDir: string, entryId: string): Promise<ProcessMatrixEntry | undefined>
-/** Every valid `*.json` entry of the matrix directory, in file-name order; `[]` when it is missing. */
+/**
+ * Every valid `*.json` entry of the matrix directory, in file-name order; `[]` when it is missing.
+ * Reads as `readEntry` does, handing the event loop back every few ms on a large folder.
+ */
 export declare function listEntries(agentDir: string): Promise<ProcessMatrixEntry[]>
 /** Write `entry` (no validation) under its per-entry lock, atomically. */
 export declare function writeEntry(agentDir: string, entry: ProcessMatrixEntry): Promise<void>

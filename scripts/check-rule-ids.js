@@ -13,7 +13,7 @@ const path = require('node:path')
 
 const CODE_DIRS = ['src', 'lib', 'js', 'bin', 'scripts', '__test__', 'bench']
 const CODE_FILES = ['build.rs', '.ci/run']
-const DOCS = ['README.md', 'COMPATIBILITY.md', 'CHANGELOG.md', 'docs']
+const DOCS = ['README.md', 'COMPATIBILITY.md', 'CHANGELOG.md', 'SECURITY.md', 'docs']
 const SKIP_DIRS = new Set(['node_modules', '.cache', 'target', 'fixtures'])
 const TABLE = path.join('docs', 'ARCHITECTURE.md')
 

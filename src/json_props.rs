@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 
-use super::{parse, Json};
-use crate::proptest_support::{config, same, to_t, tree, write, Layout};
+use super::parse;
+use crate::proptest_support::{config, same, to_t, tree, write, Layout, T};
 
 /// Grammar-relevant bytes and a few others, for mutations.
 const ALPHABET: &[u8] = b"{}[],:\"\\ \t\n\r0123456789eE+-.tfnrulsaxu/\x00\x1f\xc3\xa9\xff";
@@ -54,18 +54,18 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 
 /// Our value equals serde_json's (numbers by value, -0 and 0 alike: serde reads "-0" as the
 /// integer 0; objects by their last-wins members).
-fn agrees(ours: &Json, theirs: &serde_json::Value) -> bool {
+fn agrees(ours: &T, theirs: &serde_json::Value) -> bool {
     use serde_json::Value as V;
     match (ours, theirs) {
-        (Json::Null, V::Null) => true,
-        (Json::Bool(a), V::Bool(b)) => a == b,
-        (Json::Num(a), V::Number(b)) => b.as_f64() == Some(*a),
-        (Json::Str(a), V::String(b)) => *a == b.encode_utf16().collect::<Vec<u16>>(),
-        (Json::Arr(a), V::Array(b)) => {
+        (T::Null, V::Null) => true,
+        (T::Bool(a), V::Bool(b)) => a == b,
+        (T::Num(a), V::Number(b)) => b.as_f64() == Some(*a),
+        (T::Str(a), V::String(b)) => *a == b.encode_utf16().collect::<Vec<u16>>(),
+        (T::Arr(a), V::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| agrees(x, y))
         }
-        (Json::Obj(a), V::Object(b)) => {
-            let mut last: Vec<(&Vec<u16>, &Json)> = Vec::new();
+        (T::Obj(a), V::Object(b)) => {
+            let mut last: Vec<(&Vec<u16>, &T)> = Vec::new();
             for (k, v) in a {
                 last.retain(|(k2, _)| *k2 != k);
                 last.push((k, v));
@@ -111,7 +111,7 @@ proptest! {
     fn every_layout_reads_back(t in tree(), seed in any::<u64>()) {
         let text = write(&t, &mut Layout::new(seed), false);
         let v = parse(&text);
-        prop_assert!(v.as_ref().is_some_and(|v| same(v, &t)), "{text:?} read as {v:?}");
+        prop_assert!(v.as_ref().is_some_and(|v| same(v.root(), &t)), "{text:?} read as {v:?}");
     }
 
     /// Mutated texts: accepted iff serde_json accepts them (where the grammars coincide), with
@@ -123,7 +123,7 @@ proptest! {
         let theirs = serde_json::from_str::<serde_json::Value>(&text);
         if !outside_common_grammar(&text, &theirs) {
             match (&ours, &theirs) {
-                (Some(a), Ok(b)) => prop_assert!(agrees(a, b), "{text:?}: {a:?} vs {b:?}"),
+                (Some(a), Ok(b)) => prop_assert!(agrees(&to_t(a.root()), b), "{text:?}: {a:?} vs {b:?}"),
                 (None, Err(_)) => {}
                 _ => prop_assert!(false, "{text:?}: ours {:?}, serde_json {:?}", ours.is_some(), theirs.map(|_| ()).map_err(|e| e.to_string())),
             }
@@ -136,9 +136,9 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
         let text = String::from_utf8_lossy(&bytes);
         if let Some(v) = parse(&text) {
-            let t = to_t(&v);
+            let t = to_t(v.root());
             let again = write(&t, &mut Layout::new(1), true);
-            prop_assert!(parse(&again).is_some_and(|w| same(&w, &t)), "{text:?}");
+            prop_assert!(parse(&again).is_some_and(|w| same(w.root(), &t)), "{text:?}");
         }
     }
 }

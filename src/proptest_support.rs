@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
-use crate::json::Json;
+use crate::json::{Json, Kind};
 
 /// The config of a property: `PROPTEST_CASES` or `default_cases`; no regression files (a found
 /// case becomes a named test instead).
@@ -25,7 +25,7 @@ pub fn config(default_cases: u32) -> Config {
     }
 }
 
-/// A JSON value as the properties build it (cloneable, unlike [`Json`]).
+/// A JSON value as the properties build it (owned and cloneable, unlike a [`Json`] view).
 #[derive(Debug, Clone)]
 pub enum T {
     Null,
@@ -38,43 +38,35 @@ pub enum T {
 }
 
 /// A parsed value as a [`T`], to write it again or compare it.
-pub fn to_t(v: &Json) -> T {
-    match v {
-        Json::Null => T::Null,
-        Json::Bool(b) => T::Bool(*b),
-        Json::Num(n) => T::Num(*n),
-        Json::Str(s) => T::Str(s.clone()),
-        Json::Arr(items) => T::Arr(items.iter().map(to_t).collect()),
-        Json::Obj(ms) => T::Obj(ms.iter().map(|(k, v)| (k.clone(), to_t(v))).collect()),
-    }
-}
-
-impl T {
-    pub fn to_json(&self) -> Json {
-        match self {
-            T::Null => Json::Null,
-            T::Bool(b) => Json::Bool(*b),
-            T::Num(n) => Json::Num(*n),
-            T::Str(s) => Json::Str(s.clone()),
-            T::Arr(items) => Json::Arr(items.iter().map(T::to_json).collect()),
-            T::Obj(ms) => Json::Obj(ms.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
-        }
+pub fn to_t(v: Json) -> T {
+    match v.kind() {
+        Kind::Null => T::Null,
+        Kind::Bool(b) => T::Bool(b),
+        Kind::Num(n) => T::Num(n),
+        Kind::Str(s) => T::Str(s.to_vec()),
+        Kind::Arr(items) => T::Arr(items.map(to_t).collect()),
+        Kind::Obj(ms) => T::Obj(ms.map(|(k, v)| (k.to_vec(), to_t(v))).collect()),
     }
 }
 
 /// `a` and `b` hold the same tree, numbers compared bit for bit (so -0 ≠ 0).
-pub fn same(a: &Json, b: &T) -> bool {
+pub fn same(a: Json, b: &T) -> bool {
+    same_t(&to_t(a), b)
+}
+
+/// Two [`T`]s are the same tree, numbers compared bit for bit (so -0 ≠ 0).
+pub fn same_t(a: &T, b: &T) -> bool {
     match (a, b) {
-        (Json::Null, T::Null) => true,
-        (Json::Bool(x), T::Bool(y)) => x == y,
-        (Json::Num(x), T::Num(y)) => x.to_bits() == y.to_bits(),
-        (Json::Str(x), T::Str(y)) => x == y,
-        (Json::Arr(x), T::Arr(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
-        (Json::Obj(x), T::Obj(y)) => {
+        (T::Null, T::Null) => true,
+        (T::Bool(x), T::Bool(y)) => x == y,
+        (T::Num(x), T::Num(y)) => x.to_bits() == y.to_bits(),
+        (T::Str(x), T::Str(y)) => x == y,
+        (T::Arr(x), T::Arr(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_t(a, b)),
+        (T::Obj(x), T::Obj(y)) => {
             x.len() == y.len()
                 && x.iter()
                     .zip(y)
-                    .all(|((ka, va), (kb, vb))| ka == kb && same(va, vb))
+                    .all(|((ka, va), (kb, vb))| ka == kb && same_t(va, vb))
         }
         _ => false,
     }

@@ -108,8 +108,10 @@ class StoreModel {
     this.files = new Map()
   }
 
+  /** A file is its text, or (a hostile file, ./hostile.js) `{ marker }`: read as absent. */
   read(id) {
-    return readText(this.files.get(id))
+    const f = this.files.get(id)
+    return typeof f === 'string' ? readText(f) : undefined
   }
 
   write(value) {
@@ -150,7 +152,11 @@ class StoreModel {
   }
 }
 
-/** Every name in a folder with its text (Node's readdir + readFile), for comparing with a model. */
+/**
+ * Every name in a folder with its text (Node's readdir + readFile), for comparing with a model.
+ * What a read must not be tried on is named instead (hostile files: ./hostile.js): a symbolic
+ * link by its target, a FIFO, a file of more than a MiB by its size.
+ */
 function folderTexts(dir) {
   let names
   try {
@@ -160,8 +166,13 @@ function folderTexts(dir) {
   }
   const out = {}
   for (const n of names.sort()) {
+    const p = path.join(dir, n)
     try {
-      out[n] = fs.readFileSync(path.join(dir, n), 'utf8')
+      const st = fs.lstatSync(p)
+      if (st.isSymbolicLink()) out[n] = `<link ${fs.readlinkSync(p)}>`
+      else if (st.isFIFO()) out[n] = '<fifo>'
+      else if (st.isFile() && st.size > 1024 * 1024) out[n] = `<${st.size} bytes>`
+      else out[n] = fs.readFileSync(p, 'utf8')
     } catch (err) {
       out[n] = `<${err.code}>`
     }
@@ -169,4 +180,54 @@ function folderTexts(dir) {
   return out
 }
 
-module.exports = { validEntry, readText, serialize, errorShape, settle, StoreModel, folderTexts }
+/** How deep a value nests (objects and arrays), without recursion. */
+function depthOf(v) {
+  let max = 0
+  const stack = [[v, 0]]
+  while (stack.length > 0) {
+    const [x, d] = stack.pop()
+    if (typeof x !== 'object' || x === null) continue
+    max = Math.max(max, d + 1)
+    for (const k of Object.keys(x)) stack.push([x[k], d + 1])
+  }
+  return max
+}
+
+/** A piece of JSON text already written (textOf's own marker: never a parsed value). */
+class Raw {
+  constructor(text) {
+    this.text = text
+  }
+}
+
+/**
+ * JSON.stringify(v) of a value JSON.parse made, without recursion (JSON.stringify overflows its
+ * stack a few thousand levels down). Keys in their order; numbers and strings as JSON writes them.
+ */
+function textOf(v) {
+  const out = []
+  const stack = [v]
+  while (stack.length > 0) {
+    const x = stack.pop()
+    if (x instanceof Raw) {
+      out.push(x.text)
+      continue
+    }
+    if (typeof x !== 'object' || x === null) {
+      out.push(JSON.stringify(x))
+      continue
+    }
+    const array = Array.isArray(x)
+    const parts = [new Raw(array ? '[' : '{')]
+    Object.keys(x).forEach((k, i) => {
+      if (i > 0) parts.push(new Raw(','))
+      if (!array) parts.push(new Raw(`${JSON.stringify(k)}:`))
+      parts.push(x[k])
+    })
+    parts.push(new Raw(array ? ']' : '}'))
+    for (let i = parts.length - 1; i >= 0; i--) stack.push(parts[i])
+  }
+  return out.join('')
+}
+
+module.exports = { validEntry, readText, serialize, errorShape, settle, StoreModel, folderTexts, depthOf, textOf }

@@ -5,10 +5,12 @@
 // BOM, CRLF, invalid UTF-8, blank and NBSP lines, lines long enough to cross the scanner's
 // blocks; names that match the id or not, that sort differently by bytes and by UTF-16, that
 // are not UTF-8 (alone or colliding with another name once decoded), folders and dangling
-// links named *.jsonl; mtimes with ties and sub-millisecond parts.
+// links named *.jsonl; mtimes with ties and sub-millisecond parts; hostile candidates and lines
+// (./hostile.js).
 const fc = require('fast-check')
 const fs = require('node:fs')
 const path = require('node:path')
+const { SESSION_KINDS, placeSessionFile, nesting, DEEP, CONTROLS } = require('./hostile.js')
 
 const text = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom('done', 'fixed it', 'ünïcødé ✓', 'line1\nline2', 'tab\t"q"\\', '\u2028\u2029', '🙂', 'a\ud800b', '\udc00', '', ' ', '\u00a0') },
@@ -68,6 +70,11 @@ const line = fc.oneof(
   { weight: 1, arbitrary: assistant.map((r) => JSON.stringify(r).replace('{"type":"message"', '{"type":"bogus","type":"message"')) },
   { weight: 1, arbitrary: assistant.map((r) => JSON.stringify(r).replace('{"type":"message"', '{"type":"message","type":"bogus"')) },
   { weight: 1, arbitrary: fc.constantFrom('', ' ', '\t', '\u00a0', '\ufeff', '\u2028', '{', '{"type":"message",', 'null', 'nul', '[1,]', '// c', '\u00a0{"type":"session","version":3}') },
+  // Hostile lines (issue 42): a spoken answer carrying a nesting far beyond any stack, a bare
+  // nesting, terminal controls in the answer.
+  { weight: 1, arbitrary: fc.constantFrom(...DEEP).map((d) => `${JSON.stringify({ ...base('message', 't'), message: { role: 'assistant', content: [{ type: 'text', text: 'deep' }], stopReason: 'stop' } }).slice(0, -1)},"deep":${nesting(d)}}`) },
+  { weight: 1, arbitrary: fc.constantFrom(...DEEP).map(nesting) },
+  { weight: 1, arbitrary: fc.constant(JSON.stringify({ ...base('message', 't'), message: { role: 'assistant', content: [{ type: 'text', text: CONTROLS }], stopReason: 'stop' } })) },
   // Long lines: across the scanner's 64 KiB and 128 KiB blocks.
   { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 1, max: 200 }), fc.boolean(), fc.constantFrom('x', 'é', 'assistant ')).map(([kib, spoken, fill]) => JSON.stringify({ ...base('message', 't'), message: { role: spoken ? 'assistant' : 'toolResult', content: [{ type: 'text', text: fill.repeat(Math.ceil((kib * 1024) / fill.length)) }], stopReason: 'stop' } })) },
 )
@@ -112,7 +119,9 @@ const mtime = fc.constantFrom(1_790_000_000, 1_790_000_000, 1_790_000_001.5, 1_7
 
 const entry = fc.record({
   name: nameBytes,
-  kind: fc.constantFrom('file', 'file', 'file', 'file', 'file', 'file', 'dir', 'dangling'),
+  // Besides files, folders and dangling links: hostile candidates (./hostile.js: FIFOs, links
+  // to devices and procfs, sparse files over and under the size rule).
+  kind: fc.oneof({ weight: 8, arbitrary: fc.constantFrom('file', 'file', 'file', 'file', 'file', 'file', 'dir', 'dangling') }, { weight: 1, arbitrary: fc.constantFrom(...SESSION_KINDS) }),
   bytes: fileBytes,
   mtime,
 })
@@ -145,7 +154,14 @@ function materialize(dir, folder) {
     if (e.kind === 'dir') fs.mkdirSync(p)
     else if (e.kind === 'dangling' && process.platform !== 'win32') fs.symlinkSync('/nonexistent/pi-native-fuzz', p)
     else if (e.kind === 'dangling') continue
-    else fs.writeFileSync(p, e.bytes)
+    else if (e.kind !== 'file') {
+      if (!placeSessionFile(p, e.kind, folder.options?.maxFileBytes)) continue
+      // A link's own times: following it would set a device's.
+      if (e.kind === 'zero' || e.kind === 'pagemap') {
+        fs.lutimesSync(p, e.mtime, e.mtime)
+        continue
+      }
+    } else fs.writeFileSync(p, e.bytes)
     if (e.kind !== 'dangling') fs.utimesSync(p, e.mtime, e.mtime)
   }
 }

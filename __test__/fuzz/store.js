@@ -7,13 +7,21 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const lockfile = require('proper-lockfile')
-const { StoreModel, settle, folderTexts, errorShape } = require('./oracles.js')
+const { StoreModel, settle, folderTexts, errorShape, depthOf, textOf } = require('./oracles.js')
 const { entry, editedEntry, build, dressedCopy, applyDressings } = require('./values.js')
+const { hostileKind, placeEntryFile } = require('./hostile.js')
 
 const matrix = (agentDir) => path.join(agentDir, 'state', 'process-matrix')
 
+// Nesting past which a value is compared by its text alone: assert.deepStrictEqual and
+// JSON.stringify overflow their stack a few thousand levels down (values.js, `deep`).
+const COMPARE_DEPTH = 500
+
 /** A read value with its key order (deepStrictEqual alone ignores order). */
-const ordered = (v) => (v === undefined ? { undefined: true } : { value: v, text: JSON.stringify(v) })
+const ordered = (v) => {
+  if (v === undefined) return { undefined: true }
+  return depthOf(v) > COMPARE_DEPTH ? { deep: true, text: textOf(v) } : { value: v, text: JSON.stringify(v) }
+}
 
 /** Point an entry at another id: role, sessionId and entryId agree (V8), resumable's agent too. */
 function retarget(e, id) {
@@ -70,6 +78,8 @@ const valueCase = fc.record({
   next: editedEntry,
   nextId: fc.constantFrom('same', 'same', 'same', 'other'),
   op: fc.constantFrom('async', 'sync', 'remove'),
+  // Hostile files beside the entry (./hostile.js): listEntries must pass them by.
+  hostile: fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(fc.record({ kind: hostileKind, value: entry, seed: fc.nat() }), { minLength: 1, maxLength: 2 }) }),
 })
 
 /**
@@ -84,12 +94,22 @@ function valueProperty(backends, tmp) {
     if (c.nextId === 'same') next.entryId = id
     else next.entryId = `${id}-x`
     const model = new StoreModel()
+    // Each backend's folder gets the same hostile files beside the entry, before its calls.
+    const dirs = backends.map(() => tmp())
+    const neighbours = c.hostile.map((h, i) => ({ ...h, id: `worker-h${i}` })).filter((h) => h.id !== id)
+    for (const h of neighbours) {
+      for (const [k, d] of dirs.entries()) {
+        fs.mkdirSync(matrix(d), { recursive: true })
+        const m = placeEntryFile(path.join(matrix(d), `${h.id}.json`), h.kind, retarget(structuredClone(h.value), h.id), h.seed)
+        if (k === 0) model.files.set(h.id, m)
+      }
+    }
     const want = []
     if (c.write) want.push(['write', model.write(value)])
     const current = model.files.get(id)
     const parsed = (() => {
       try {
-        return current === undefined ? undefined : JSON.parse(current)
+        return typeof current !== 'string' ? undefined : JSON.parse(current)
       } catch {
         return undefined
       }
@@ -99,8 +119,8 @@ function valueProperty(backends, tmp) {
     want.push(['cas', modelCas(model, c.op, id, expected, next)])
     want.push(['list', model.list().map(ordered)])
     want.push(['files', folderFromModel(model)])
-    for (const [name, s] of backends) {
-      const agentDir = tmp()
+    for (const [k, [name, s]] of backends.entries()) {
+      const agentDir = dirs[k]
       const got = []
       if (c.write) got.push(['write', await settle(() => s.writeEntry(agentDir, value))])
       got.push(['read', ordered(await s.readEntry(agentDir, id))])
@@ -129,9 +149,9 @@ function expectedOf(c, value, parsed) {
   }
 }
 
-/** The matrix folder a model stands for: `<entryId>.json` → text. */
+/** The matrix folder a model stands for: `<entryId>.json` → text (or a hostile file's marker). */
 function folderFromModel(model) {
-  return Object.fromEntries([...model.files].map(([id, text]) => [`${id}.json`, text]))
+  return Object.fromEntries([...model.files].map(([id, f]) => [`${id}.json`, typeof f === 'string' ? f : f.marker]))
 }
 
 // ---- CAS sequences -----------------------------------------------------------------------------
@@ -149,6 +169,8 @@ const step = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete'), id }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('external'), id, body: fc.constantFrom('{not json', '', '\ufeff{}', 'null', '{"entryId":"x"}') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('read'), id }) },
+  // A hostile file at the entry's name (./hostile.js), as a co-tenant or a broken writer leaves it.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('hostile'), id, what: hostileKind, value: entry, seed: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('held'), m: mutation, releaseMs: fc.integer({ min: 5, max: 80 }) }) },
 )
 
@@ -170,7 +192,7 @@ class Track {
   expected(m) {
     const parse = (t) => {
       try {
-        return t === undefined ? undefined : JSON.parse(t)
+        return typeof t !== 'string' ? undefined : JSON.parse(t)
       } catch {
         return undefined
       }
@@ -181,6 +203,8 @@ class Track {
       case 'current':
         return current ?? retarget(structuredClone(m.next), m.id)
       case 'dressed':
+        // A deep file's value is compared as it is (dressing walks the value recursively).
+        if (current !== undefined && depthOf(current) > COMPARE_DEPTH) return current
         return current === undefined ? undefined : applyDressings(current, m.dressings)
       case 'stale':
         return parse(h.length > 1 ? h[h.length - 2] : h[0]) ?? retarget(structuredClone(m.next), m.id)
@@ -260,6 +284,10 @@ function sequenceProperty(backends, tmp) {
             await timer
             assert.deepStrictEqual(got, modelMutation(t.model, st.m, expected, next), `${where}: ${st.m.op} after a held lock`)
           }
+        } else if (st.kind === 'hostile') {
+          fs.mkdirSync(matrix(agentDir), { recursive: true })
+          const file = path.join(matrix(agentDir), `${st.id}.json`)
+          t.model.files.set(st.id, placeEntryFile(file, st.what, retarget(structuredClone(st.value), st.id), st.seed))
         } else if (st.kind === 'read') {
           assert.deepStrictEqual(ordered(await s.readEntry(agentDir, st.id)), ordered(t.model.read(st.id)), where)
         } else if (st.kind === 'mutate') {

@@ -18,7 +18,8 @@
 const fsp = require('node:fs/promises')
 const fs = require('node:fs')
 const path = require('node:path')
-const { isDeepStrictEqual } = require('node:util')
+const { parsedEqual } = require('./parsed-equal.js')
+const { Slices, sortInSlices } = require('./slices.js')
 const { processMatrixDir, entryPath } = require('./paths.js')
 const { invalidArgType, invalidArgValue } = require('./errors.js')
 
@@ -426,27 +427,51 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       const listing = ++this.#listings
       this.#overflowed = false
       return scan(this.#dir).then(
-        (now) => {
-          if (this.#closed) return
-          // A listing overtaken by a later one (the path changed meanwhile) is still what was
-          // there: its entries are known and read again.
-          const latest = listing === this.#listings
-          const ids = [...now.keys()].sort().map(entryIdOf)
-          for (const id of ids) this.#known.add(id)
-          if (how === 'initial' && latest) {
-            const noticed = this.#pending
-            this.#pending = new Set(ids)
-            for (const id of noticed) this.#pending.add(id)
-          } else if (how === 'again' || !latest) {
-            for (const id of ids) this.#pending.add(id)
-            if (latest) for (const id of this.#known) this.#pending.add(id)
-          }
-          if (this.#polled !== null && latest) this.#polled = now
-          this.#wakeUp()
-          return now
-        },
+        (now) => this.#take(now, how, listing),
         (err) => this.#close(err), // the folder is there but cannot be listed
       )
+    }
+
+    /**
+     * #reconcile's listing taken in: sorted and queued in slices (slices.js), so a folder of
+     * 200,000 entries never holds the event loop at once; what changes meanwhile is noticed as
+     * usual, and the queue is replaced only at the end.
+     */
+    async #take(now, how, listing) {
+      const slices = new Slices()
+      const ids = await sortInSlices([...now.keys()], slices)
+      const queued = how === 'initial' ? new Set() : null
+      for (let i = 0; i < ids.length; i++) {
+        if (this.#closed) return
+        ids[i] = entryIdOf(ids[i])
+        this.#known.add(ids[i])
+        queued?.add(ids[i])
+        if ((i & 1023) === 1023 && slices.due()) await slices.pause()
+      }
+      if (this.#closed) return
+      // A listing overtaken by a later one (the path changed meanwhile) is still what was
+      // there: its entries are known and read again.
+      const latest = listing === this.#listings
+      if (how === 'initial' && latest) {
+        const noticed = this.#pending
+        this.#pending = queued
+        for (const id of noticed) this.#pending.add(id)
+      } else if (how === 'again' || !latest) {
+        for (let i = 0; i < ids.length; i++) {
+          this.#pending.add(ids[i])
+          if ((i & 1023) === 1023 && slices.due()) await slices.pause()
+        }
+        if (latest) {
+          let i = 0
+          for (const id of this.#known) {
+            this.#pending.add(id)
+            if ((++i & 1023) === 0 && slices.due()) await slices.pause()
+          }
+        }
+      }
+      if (this.#polled !== null && latest) this.#polled = now
+      this.#wakeUp()
+      return now
     }
 
     /**
@@ -506,7 +531,9 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
       const file = entryPath(this.#agentDir, entryId)
       for (let i = 0; i < READ_TRIES; i++) {
         const before = await fileState(file)
-        const entry = await readEntry(this.#agentDir, entryId)
+        // A read never fails for what a file holds (B3); should one fail all the same, the file
+        // is what the original's readEntry makes of an unreadable one, and the loop goes on.
+        const entry = await readEntry(this.#agentDir, entryId).catch(() => undefined)
         if ((await fileState(file)) !== before) continue
         // Absent before and after: whatever came and went meanwhile is not news.
         return before === null ? { exists: false, entry: undefined } : { exists: true, entry }
@@ -570,7 +597,9 @@ function createEntryWatches({ dirWatch, scan, isRemote, readEntry }) {
           return { value: { type: 'remove', entryId, entry: undefined }, done: false }
         }
         this.#known.add(entryId)
-        if (this.#view.has(entryId) && isDeepStrictEqual(this.#view.get(entryId), now.entry)) continue
+        // Both parsed by readEntry: compared as util.isDeepStrictEqual compares them, also where
+        // its recursion would run out of stack (a deep entry must not end the loop).
+        if (this.#view.has(entryId) && parsedEqual(this.#view.get(entryId), now.entry)) continue
         this.#view.set(entryId, now.entry)
         return { value: { type: 'change', entryId, entry: now.entry }, done: false }
       }

@@ -7,6 +7,13 @@ const path = require('node:path')
 const RECOVERY_DEFAULTS = Object.freeze({ maxFileBytes: 67108864, deadlineMs: 5000, maxFiles: 3 })
 
 /**
+ * The most an entry read takes (W-B9): a process-matrix file larger than this (by its size, or
+ * by what it yields when its size says nothing, as procfs files) reads as absent, as an
+ * unparsable one does. The native core's `store::ENTRY_MAX_BYTES` is the same number.
+ */
+const ENTRY_MAX_BYTES = 64 * 1024 * 1024
+
+/**
  * Validate the optional third argument of recoverLastAssistantFromSession.
  * Throws a TypeError naming the offending option.
  */
@@ -125,4 +132,4 @@ function sweepMinAge(minAgeMs) {
   return minAgeMs
 }
 
-module.exports = { RECOVERY_DEFAULTS, recoveryLimits, lockOptions, lockEnvironment, atomicMode, modeOption, sweepMinAge }
+module.exports = { RECOVERY_DEFAULTS, ENTRY_MAX_BYTES, recoveryLimits, lockOptions, lockEnvironment, atomicMode, modeOption, sweepMinAge }

@@ -121,11 +121,6 @@ pub fn store_read_now(file: String) -> Either<Option<EntryText>, Undefined> {
     }
 }
 
-/// Target size of one [`ListChunk`]'s JSON text: V8 parses it in well under a millisecond, so the
-/// JS side can hand the event loop back between chunks (a 20,000-entry list is ~11 MB of text,
-/// over 100 ms of `JSON.parse` in one piece).
-const LIST_CHUNK_BYTES: usize = 64 * 1024;
-
 /// One piece of a listing: consecutive accepted entries, in order.
 #[napi(object)]
 pub struct ListChunk {
@@ -133,59 +128,82 @@ pub struct ListChunk {
     pub json: String,
     /// Per entry of this chunk, the timestamps only V8 can judge; null when no entry has any.
     pub pending: Option<Vec<Vec<Utf16String>>>,
+    /// Per entry of this chunk, its file's name without `.json` (asked for by `storeList`'s
+    /// `names`: hardened mode's id hygiene), else null.
+    pub ids: Option<Vec<String>>,
 }
 
 /// The result of `storeList`: the listing cut into chunks for `JSON.parse` a piece at a time.
 #[napi]
 pub struct ListChunks {
-    chunks: std::collections::VecDeque<(String, Vec<Vec<Vec<u16>>>)>,
+    chunks: std::collections::VecDeque<Piece>,
 }
+
+/// A [`ListChunk`] before it crosses: the JSON text, the pending timestamps per entry, and the
+/// file names when asked for.
+type Piece = (String, Vec<Vec<Vec<u16>>>, Option<Vec<String>>);
 
 #[napi]
 impl ListChunks {
     /// The next chunk, or null when all were taken.
     #[napi(catch_unwind)]
     pub fn take_chunk(&mut self) -> Option<ListChunk> {
-        let (json, pending) = self.chunks.pop_front()?;
+        let (json, pending, ids) = self.chunks.pop_front()?;
         let pending = if pending.iter().all(Vec::is_empty) {
             None
         } else {
             Some(pending.into_iter().map(utf16_list).collect())
         };
-        Some(ListChunk { json, pending })
+        Some(ListChunk { json, pending, ids })
     }
 }
 
-/// Group the accepted texts into JSON arrays of about [`LIST_CHUNK_BYTES`] each.
-fn list_chunks(entries: Vec<core::ReadOut>) -> ListChunks {
-    let mut chunks = std::collections::VecDeque::new();
-    let mut json = String::new();
-    let mut pending: Vec<Vec<Vec<u16>>> = Vec::new();
-    for e in entries {
-        json.push(if pending.is_empty() { '[' } else { ',' });
-        json.push_str(&e.text);
-        pending.push(e.pending);
-        if json.len() >= LIST_CHUNK_BYTES {
-            json.push(']');
-            chunks.push_back((std::mem::take(&mut json), std::mem::take(&mut pending)));
-        }
-    }
-    if !pending.is_empty() {
-        json.push(']');
-        chunks.push_back((json, pending));
-    }
+/// Group the accepted texts into JSON arrays of at most [`super::PIECE_BYTES`] each (unless one
+/// text is larger): V8 parses one in well under a millisecond, so the JS side can hand the event
+/// loop back between chunks (a 20,000-entry list is ~11 MB of text, over 100 ms of
+/// `JSON.parse` in one piece).
+fn list_chunks(entries: Vec<(String, core::ReadOut)>, names: bool) -> ListChunks {
+    let mut pending: Vec<Vec<Vec<u16>>> = Vec::with_capacity(entries.len());
+    let mut ids: Vec<String> = Vec::new();
+    let texts = super::pieces(
+        entries,
+        |(_, e)| e.text.len(),
+        ("[", ",", "]"),
+        |json, (name, e)| {
+            json.push_str(&e.text);
+            pending.push(e.pending);
+            if names {
+                let stem = name.strip_suffix(".json").unwrap_or(&name);
+                ids.push(stem.to_string());
+            }
+        },
+    );
+    let mut pending = pending.into_iter();
+    let mut ids = ids.into_iter();
+    let chunks = texts
+        .into_iter()
+        .map(|(json, n)| {
+            let p = pending.by_ref().take(n).collect();
+            let i = names.then(|| ids.by_ref().take(n).collect());
+            (json, p, i)
+        })
+        .collect();
     ListChunks { chunks }
 }
 
 /// listEntries core: reads, parses and validates off the JS thread; resolves the accepted
-/// entries as [`ListChunks`].
+/// entries as [`ListChunks`], with their file names when `names` asks.
 #[napi(catch_unwind, ts_return_type = "Promise<ListChunks>")]
-pub fn store_list<'e>(env: &'e Env, agent_dir: String) -> Result<PromiseRaw<'e, ListChunks>> {
+pub fn store_list<'e>(
+    env: &'e Env,
+    agent_dir: String,
+    names: bool,
+) -> Result<PromiseRaw<'e, ListChunks>> {
     let lane = lanes::of_folder(std::path::Path::new(&core::process_matrix_dir(&agent_dir)));
     run(
         env,
         lane,
-        move || Ok(list_chunks(core::list_entries(&agent_dir))),
+        move || Ok(list_chunks(core::list_entries(&agent_dir), names)),
         |_, chunks| Ok(chunks),
     )
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use memchr::memmem::Finder;
 
-use crate::json::{self, Json};
+use crate::json::{self, JStr, Json, Kind};
 use crate::jsstr::{is_js_whitespace, js_trim};
 use crate::nodepath;
 
@@ -191,7 +191,7 @@ struct Found {
 }
 
 /// A22–A24: the recovery answer carried by one parsed value, if it qualifies.
-fn qualify(entry: &Json) -> Option<Found> {
+fn qualify(entry: Json) -> Option<Found> {
     if !entry.get("type")?.is_str("message") {
         return None;
     }
@@ -199,20 +199,20 @@ fn qualify(entry: &Json) -> Option<Found> {
     if !message.get("role")?.is_str("assistant") {
         return None;
     }
-    let stop_reason = match message.get("stopReason")? {
-        Json::Str(s) if !json::utf16_eq(s, "pending") => s.clone(),
+    let stop_reason = match message.get("stopReason")?.str() {
+        Some(s) if !s.eq_str("pending") => s.to_vec(),
         _ => return None,
     };
-    let text: Vec<u16> = match message.get("content") {
-        Some(Json::Str(s)) => s.clone(),
-        Some(Json::Arr(parts)) => {
+    let text: Vec<u16> = match message.get("content").map(Json::kind) {
+        Some(Kind::Str(s)) => s.to_vec(),
+        Some(Kind::Arr(parts)) => {
             let mut out: Vec<u16> = Vec::new();
             let mut first = true;
             for part in parts {
                 if !part.get("type").is_some_and(|t| t.is_str("text")) {
                     continue;
                 }
-                if let Some(Json::Str(t)) = part.get("text") {
+                if let Some(t) = part.get("text").and_then(Json::str) {
                     if t.is_empty() {
                         continue;
                     }
@@ -220,7 +220,7 @@ fn qualify(entry: &Json) -> Option<Found> {
                         out.push(u16::from(b'\n'));
                     }
                     first = false;
-                    out.extend_from_slice(t);
+                    out.extend(t.units());
                 }
             }
             out
@@ -230,10 +230,11 @@ fn qualify(entry: &Json) -> Option<Found> {
     if text.is_empty() {
         return None;
     }
-    let timestamp = match entry.get("timestamp") {
-        Some(Json::Str(s)) => s.clone(),
-        _ => Vec::new(),
-    };
+    let timestamp = entry
+        .get("timestamp")
+        .and_then(Json::str)
+        .map(JStr::to_vec)
+        .unwrap_or_default();
     Some(Found {
         text,
         timestamp,
@@ -243,12 +244,13 @@ fn qualify(entry: &Json) -> Option<Found> {
 
 /// For a session header (`type === "session"`), the version migration compares: absent or
 /// null → 1, else the value as JS relational comparison converts it (NaN fails them all).
-fn header_version(v: &Json) -> Option<f64> {
+fn header_version(v: Json) -> Option<f64> {
     if !v.get("type")?.is_str("session") {
         return None;
     }
     Some(match v.get("version") {
-        None | Some(Json::Null) => 1.0,
+        None => 1.0,
+        Some(ver) if ver.is_null() => 1.0,
         Some(ver) => ver.to_number(),
     })
 }
@@ -329,16 +331,18 @@ const HEADER_PROBE_LIMIT: usize = 1024 * 1024;
 
 /// A17–A24 for one file: Ok(None) = nothing recoverable, Err(Stop) = out of time.
 fn recover_file(path: &str, max_bytes: u64, budget: &Budget) -> Result<Option<Found>, Stop> {
-    let Ok(meta) = std::fs::metadata(path) else {
+    // Opened non-blocking and judged by its descriptor (A17, A18): a name that became a FIFO or
+    // a device after the candidates' stat can neither hold this thread in `open` nor be read.
+    let Ok(file) = crate::platform::fs::open_read_nonblocking(path) else {
+        return Ok(None);
+    };
+    let Ok(meta) = file.metadata() else {
         return Ok(None);
     };
     let size = meta.len();
-    if size == 0 || size > max_bytes {
+    if !meta.file_type().is_file() || size == 0 || size > max_bytes {
         return Ok(None);
     }
-    let Ok(file) = File::open(path) else {
-        return Ok(None);
-    };
     // A19: only the text up to and including the last LF counts.
     let Some(tail) = last_lf_end(&file, size, budget)? else {
         return Ok(None);
@@ -408,7 +412,7 @@ fn header_line_end(file: &File, end: u64) -> Option<u64> {
     let start = text.len() - text.trim_start_matches(is_js_whitespace).len();
     let line_len = text[start..].find('\n')?;
     // `>= 3` is false for NaN, as in JS.
-    let version = header_version(&json::parse(&text[start..start + line_len])?)?;
+    let version = header_version(json::parse(&text[start..start + line_len])?.root())?;
     if version.partial_cmp(&3.0).is_none_or(|o| o.is_lt()) {
         return None;
     }
@@ -456,14 +460,12 @@ impl TailLines<'_> {
             }
             let text = String::from_utf8_lossy(raw);
             let trimmed = text.trim_end_matches(is_js_whitespace);
-            return Ok(json::parse(trimmed).as_ref().and_then(qualify));
+            return Ok(json::parse(trimmed).and_then(|d| qualify(d.root())));
         }
         if !may_qualify(raw) {
             return Ok(None);
         }
-        Ok(json::parse(&String::from_utf8_lossy(raw))
-            .as_ref()
-            .and_then(qualify))
+        Ok(json::parse(&String::from_utf8_lossy(raw)).and_then(|d| qualify(d.root())))
     }
 
     /// A line that spans blocks, complete now: decided from what [`Carry`] noted where that
@@ -969,19 +971,16 @@ struct Migration {
 }
 
 impl Migration {
-    fn observe(&mut self, v: &Json) {
-        match v {
-            Json::Null => {
-                self.any_null = true;
-                if self.header_version.is_none() {
-                    self.null_before_header = true;
-                }
+    fn observe(&mut self, v: Json) {
+        if v.is_null() {
+            self.any_null = true;
+            if self.header_version.is_none() {
+                self.null_before_header = true;
             }
-            Json::Bool(_) | Json::Num(_) | Json::Str(_) => self.any_primitive = true,
-            Json::Obj(_) if self.header_version.is_none() => {
-                self.header_version = header_version(v);
-            }
-            _ => {}
+        } else if v.is_primitive() {
+            self.any_primitive = true;
+        } else if v.is_obj() && self.header_version.is_none() {
+            self.header_version = header_version(v);
         }
     }
 
@@ -1014,9 +1013,10 @@ fn full_scan(file: &File, end: u64, budget: &Budget) -> Result<Option<Found>, St
     let mut line: Vec<u8> = Vec::new();
     let mut count = 0u32;
     fn consider(text: &str, migration: &mut Migration, answer: &mut Option<Found>) {
-        if let Some(v) = json::parse(text) {
-            migration.observe(&v);
-            if let Some(found) = qualify(&v) {
+        if let Some(d) = json::parse(text) {
+            let v = d.root();
+            migration.observe(v);
+            if let Some(found) = qualify(v) {
                 *answer = Some(found);
             }
         }

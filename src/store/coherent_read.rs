@@ -24,7 +24,6 @@
 //! Used only where `platform::fs_kind` says the folder is remote: a local disk pays nothing.
 
 use std::fs::File;
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use crate::fserror::FsError;
@@ -171,7 +170,9 @@ fn attempt(path: &str, listing: Option<Option<u64>>) -> Attempt {
         _ => {}
     }
     match read_to_end(file, facts.size) {
-        Ok(bytes) => Attempt::Done(Current::Bytes(bytes)),
+        Ok(Some(bytes)) => Attempt::Done(Current::Bytes(bytes)),
+        // Over the bound of an entry read (W-B9): absent, as an unparsable file.
+        Ok(None) => Attempt::Done(Current::Absent),
         Err(e) => after_open(e),
     }
 }
@@ -198,13 +199,10 @@ fn transient_read(e: &std::io::Error) -> bool {
     super::transient::is_transient(e, super::transient::Op::Read, true)
 }
 
-/// The whole file: `size` (the server's) first, then on to the end in case it was more.
-fn read_to_end(mut f: File, size: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = platform::read_sized(size as usize, |buf, _| f.read(buf))?;
-    if bytes.len() as u64 == size {
-        f.read_to_end(&mut bytes)?;
-    }
-    Ok(bytes)
+/// The whole file: `size` (the server's) first, then on to the end in case it was more; None
+/// past [`super::ENTRY_MAX_BYTES`].
+fn read_to_end(mut f: File, size: u64) -> std::io::Result<Option<Vec<u8>>> {
+    super::read_bounded(&mut f, size, true)
 }
 
 #[cfg(test)]

@@ -10,23 +10,23 @@ use super::*;
 use crate::json::parse;
 use crate::proptest_support::{config, key, to_t, tree, write, Layout, T};
 
-/// Deep-strict equality of two parsed values, written plainly: objects compared through their
-/// last-wins members as sorted maps, numbers by SameValue.
-fn reference_eq(a: &Json, b: &Json) -> bool {
-    fn members(ms: &[(Vec<u16>, Json)]) -> std::collections::BTreeMap<&[u16], &Json> {
+/// Deep-strict equality of two parsed values, written plainly over owned trees: objects
+/// compared through their last-wins members as sorted maps, numbers by SameValue.
+fn reference_eq(a: &T, b: &T) -> bool {
+    fn members(ms: &[(Vec<u16>, T)]) -> std::collections::BTreeMap<&[u16], &T> {
         ms.iter().map(|(k, v)| (k.as_slice(), v)).collect() // later keys overwrite: last wins
     }
     match (a, b) {
-        (Json::Null, Json::Null) => true,
-        (Json::Bool(x), Json::Bool(y)) => x == y,
-        (Json::Num(x), Json::Num(y)) => {
+        (T::Null, T::Null) => true,
+        (T::Bool(x), T::Bool(y)) => x == y,
+        (T::Num(x), T::Num(y)) => {
             (x.is_nan() && y.is_nan()) || (x == y && x.is_sign_negative() == y.is_sign_negative())
         }
-        (Json::Str(x), Json::Str(y)) => x == y,
-        (Json::Arr(x), Json::Arr(y)) => {
+        (T::Str(x), T::Str(y)) => x == y,
+        (T::Arr(x), T::Arr(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| reference_eq(p, q))
         }
-        (Json::Obj(x), Json::Obj(y)) => {
+        (T::Obj(x), T::Obj(y)) => {
             let (mx, my) = (members(x), members(y));
             mx.len() == my.len()
                 && mx
@@ -125,10 +125,12 @@ fn unique(t: &T) -> T {
 /// A valid entry's text with its fields in a given order.
 fn entry_text(order: &[usize]) -> String {
     let v = parse(tests::ENTRY).expect("the fixture parses");
-    let Json::Obj(ref ms) = v else { unreachable!() };
+    let T::Obj(ms) = to_t(v.root()) else {
+        unreachable!()
+    };
     let mut ms: Vec<_> = ms
-        .iter()
-        .map(|(k, v)| (String::from_utf16_lossy(k), to_t(v)))
+        .into_iter()
+        .map(|(k, v)| (String::from_utf16_lossy(&k), v))
         .collect();
     for (i, &j) in order.iter().enumerate() {
         let n = ms.len();
@@ -195,14 +197,15 @@ proptest! {
         let u = apply(&t, &tw, &mut 0);
         let (ta, tb) = (write(&t, &mut Layout::new(seed), false), write(&u, &mut Layout::new(seed ^ 1), true));
         let (a, b) = (parse(&ta).expect("valid text"), parse(&tb).expect("valid text"));
-        let want = reference_eq(&a, &b);
-        prop_assert_eq!(json_eq(&a, &b), want);
-        prop_assert_eq!(json_eq(&b, &a), want);
+        let (a, b) = (a.root(), b.root());
+        let want = reference_eq(&to_t(a), &to_t(b));
+        prop_assert_eq!(json_eq(a, b), want);
+        prop_assert_eq!(json_eq(b, a), want);
         // An `expected` reaches the text route as JSON.stringify's text: no duplicate keys.
         let te = write(&unique(&u), &mut Layout::new(seed ^ 2), true);
-        prop_assert_eq!(matches_expected(&a, &exp_from_json_text(&te).expect("valid text")), want);
-        prop_assert_eq!(Expected::Text(te.clone()).matches(Some((&ta, &a))), want);
-        prop_assert!(Expected::Text(ta.clone()).matches(Some((&ta, &a))));
+        prop_assert_eq!(matches_expected(a, &exp_from_json_text(&te).expect("valid text")), want);
+        prop_assert_eq!(Expected::Text(te.clone()).matches(Some((&ta, a))), want);
+        prop_assert!(Expected::Text(ta.clone()).matches(Some((&ta, a))));
     }
 
     /// A valid entry stays valid whatever its key order and with a duplicate key whose last
@@ -212,14 +215,15 @@ proptest! {
     fn validation_is_about_values_not_layout(order in prop::collection::vec(any::<usize>(), 0..12), v in 0..VIOLATIONS.len(), junk in tree()) {
         let none = |_: &[u16]| None;
         let text = entry_text(&order);
-        prop_assert_eq!(validate(&parse(&text).expect("valid text"), &none), Verdict::Valid, "{}", text);
+        prop_assert_eq!(validate(parse(&text).expect("valid text").root(), &none), Verdict::Valid, "{}", text);
         let dup = text.replacen('{', r#"{"status":"nonsense","#, 1);
-        prop_assert_eq!(validate(&parse(&dup).expect("valid text"), &none), Verdict::Valid);
+        prop_assert_eq!(validate(parse(&dup).expect("valid text").root(), &none), Verdict::Valid);
         let (from, to) = VIOLATIONS[v];
         let bad = tests::ENTRY.replacen(from, to, 1);
         prop_assert!(bad != tests::ENTRY, "{from} is in the fixture");
-        prop_assert_eq!(validate(&parse(&bad).expect("valid text"), &none), Verdict::Invalid, "{}", to);
-        let _ = validate(&junk.to_json(), &none);
+        prop_assert_eq!(validate(parse(&bad).expect("valid text").root(), &none), Verdict::Invalid, "{}", to);
+        let junk = write(&junk, &mut Layout::new(0), true);
+        let _ = validate(parse(&junk).expect("valid text").root(), &none);
     }
 
     /// The strict ISO form with in-range fields is decided valid without V8; a field out of

@@ -63,19 +63,42 @@ pub fn read_text(path: &str) -> Option<String> {
         drop(f);
         return read_coherent(path);
     }
-    let ft = meta.file_type();
-    if !ft.is_file() {
+    if !meta.file_type().is_file() {
         return None;
     }
-    let size = meta.len() as usize;
-    let bytes = if size == 0 {
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes).ok()?;
-        bytes
+    Some(text_of(read_bounded(&mut f, meta.len(), false).ok()??))
+}
+
+/// The most an entry read takes (W-B9): a file larger than this, by its descriptor's size or by
+/// what it yields where the size says nothing (procfs files report 0), reads as absent, as an
+/// unparsable one does. An entry is a few KiB; 64 MiB, the session files' rule (A17), leaves
+/// room for any entry a host writes and bounds what a hostile file can cost.
+pub const ENTRY_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// An open regular file's bytes, read as Node's `readFile` reads them (`size` from its `fstat`,
+/// then to the end when the size was 0, or with `to_end` when it was all there), but never more
+/// than [`ENTRY_MAX_BYTES`]: Ok(None) past it.
+pub(crate) fn read_bounded(
+    f: &mut std::fs::File,
+    size: u64,
+    to_end: bool,
+) -> std::io::Result<Option<Vec<u8>>> {
+    if size > ENTRY_MAX_BYTES {
+        return Ok(None);
+    }
+    let mut bytes = if size == 0 {
+        Vec::new()
     } else {
-        platform::read_sized(size, |buf, _| f.read(buf)).ok()?
+        platform::read_sized(size as usize, |buf, _| f.read(buf))?
     };
-    Some(text_of(bytes))
+    if size == 0 || to_end && bytes.len() as u64 == size {
+        let room = ENTRY_MAX_BYTES + 1 - bytes.len() as u64;
+        f.take(room).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > ENTRY_MAX_BYTES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(bytes))
 }
 
 /// Whether `path` (of which `meta` is an fstat) lies on a network or FUSE file system; one
@@ -129,9 +152,17 @@ fn text_of(bytes: Vec<u8>) -> String {
 #[derive(Debug)]
 pub struct Loaded {
     pub text: String,
-    pub value: Json,
+    /// The parse of `text` ([`Loaded::value`]).
+    pub tree: json::Tree,
     /// Timestamps only V8 can judge; empty when fully valid.
     pub pending: Vec<Vec<u16>>,
+}
+
+impl Loaded {
+    /// The parsed value.
+    pub fn value(&self) -> Json<'_> {
+        self.tree.root(&self.text)
+    }
 }
 
 /// B3: read, parse (G3) and validate (V1–V20); None = absent.
@@ -206,15 +237,16 @@ fn read_out(path: &str, text: String) -> Option<ReadOut> {
 
 /// B3 after the read: parse (G3) and validate (V1–V20).
 fn accept(text: String, known: &dyn Fn(&[u16]) -> Option<bool>) -> Option<Loaded> {
-    let value = json::parse(&text)?;
-    let pending = match entry::validate(&value, known) {
+    let doc = json::parse(&text)?;
+    let pending = match entry::validate(doc.root(), known) {
         Verdict::Invalid => return None,
         Verdict::Valid => Vec::new(),
         Verdict::Pending(p) => p,
     };
+    let tree = doc.into_tree();
     Some(Loaded {
         text,
-        value,
+        tree,
         pending,
     })
 }
@@ -264,8 +296,8 @@ pub fn read_entry_now(path: &str) -> Option<Option<ReadOut>> {
 }
 
 /// `listEntries` core (B5): names ending in `.json`, in UTF-16 order, read concurrently
-/// (W-B8) and returned in that order; unreadable or invalid ones skipped.
-pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
+/// (W-B8) and returned in that order with their names; unreadable or invalid ones skipped.
+pub fn list_entries(agent_dir: &str) -> Vec<(String, ReadOut)> {
     let dir = process_matrix_dir(agent_dir);
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return Vec::new();
@@ -307,7 +339,11 @@ pub fn list_entries(agent_dir: &str) -> Vec<ReadOut> {
             });
         }
     });
-    slots.into_iter().flatten().collect()
+    names
+        .into_iter()
+        .zip(slots)
+        .filter_map(|((name, _), slot)| Some((name, slot?)))
+        .collect()
 }
 
 #[cfg(unix)]
@@ -465,7 +501,7 @@ fn compare(current: Option<&Loaded>, expected: &Expected) -> Option<bool> {
         // A structurally equal file would carry exactly the expected timestamps, which `known`
         // decides; pending ones therefore differ from any `expected` but undefined.
         Some(l) if !l.pending.is_empty() => (!expected.is_undefined()).then_some(false),
-        current => Some(expected.matches(current.map(|l| (l.text.as_str(), &l.value)))),
+        current => Some(expected.matches(current.map(|l| (l.text.as_str(), l.value())))),
     }
 }
 
@@ -897,6 +933,48 @@ mod tests {
         std::fs::write(&file, &big).unwrap();
         assert!(read_entry(&file).is_some());
         assert!(!known_valid(&file, &big));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// W-B9: only regular files are read, and never more than ENTRY_MAX_BYTES, also when the
+    /// size says nothing (procfs) or lies about what a read would cost (a sparse file).
+    #[cfg(unix)]
+    #[test]
+    fn entry_reads_are_bounded_and_regular_only() {
+        let (dir, file) = temp_entry("bounded");
+        std::fs::write(&file, entry::tests::ENTRY).unwrap();
+        assert_eq!(read_text(&file).as_deref(), Some(entry::tests::ENTRY));
+        // At the bound, read; one byte over (by its size), absent, unread.
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(ENTRY_MAX_BYTES).unwrap();
+        assert_eq!(
+            read_text(&file).map(|t| t.len() as u64),
+            Some(ENTRY_MAX_BYTES)
+        );
+        f.set_len(10 * 1024 * 1024 * 1024).unwrap();
+        assert_eq!(read_text(&file), None, "a 10 GiB sparse file");
+        drop(f);
+        std::fs::remove_file(&file).unwrap();
+        for target in ["/dev/zero", "/proc/self/pagemap", "/proc/self/environ"] {
+            if std::path::Path::new(target).exists() {
+                std::os::unix::fs::symlink(target, &file).unwrap();
+                let got = read_text(&file);
+                // A character device is not regular; procfs files are, and are read to the bound.
+                assert!(
+                    got.as_ref()
+                        .is_none_or(|t| t.len() as u64 <= ENTRY_MAX_BYTES),
+                    "{target}"
+                );
+                if target == "/dev/zero" || target == "/proc/self/pagemap" {
+                    assert_eq!(got, None, "{target}");
+                }
+                std::fs::remove_file(&file).unwrap();
+            }
+        }
+        let path = std::ffi::CString::new(file.clone()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert_eq!(read_text(&file), None, "a FIFO, without blocking");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
