@@ -12,16 +12,7 @@ use crate::platform;
 /// Whether the nearest existing folder at or above `dir` is on a network or FUSE file system
 /// (error paths only).
 fn remote_at(dir: &str) -> bool {
-    let mut p = std::path::Path::new(dir);
-    loop {
-        if p.is_dir() {
-            return platform::fs_kind::is_remote_folder(p);
-        }
-        match p.parent() {
-            Some(up) if !up.as_os_str().is_empty() => p = up,
-            _ => return false,
-        }
-    }
+    platform::fs_kind::is_remote_folder(std::path::Path::new(dir))
 }
 
 /// `fs.mkdirSync(dir, { recursive: true })` with Node's errors, also on a network file system

@@ -127,14 +127,14 @@ fn device_of(dir: &Path) -> Option<u64> {
         .map(|a| a.dev)
 }
 
-/// Whether `dir` is on a network or FUSE file system, without a `stat` of the caller's: the
-/// remembered answer for it if any, else a probe (not remembered: no device to key it by).
-/// For error paths (is an error a network file system's transient one?).
+/// Whether `dir` is on a network or FUSE file system: the remembered answer for it if any,
+/// else [`learn_nearest`] (a folder not made yet is on its nearest existing folder's file
+/// system). False when nothing on the path can be looked at.
 pub fn is_remote_folder(dir: &Path) -> bool {
     if let Some(&(_, remote)) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
         return remote;
     }
-    probe(dir).is_ok_and(|k| k.remote)
+    learn_nearest(dir).is_some_and(|(_, remote)| remote)
 }
 
 #[cfg(test)]

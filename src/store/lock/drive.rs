@@ -70,7 +70,9 @@ fn setup(lock_path: &str, opts: &LockOptions, remote: bool) -> Setup {
     }
 }
 
-/// Whether the lock's folder is remote, as the caller decided or by one `statfs`.
+/// Whether the lock's folder is remote, as the caller decided or by one `statfs`: of the folder,
+/// or, before its first entry made it, of its nearest existing folder (taken for local, the
+/// first lock in a new agentDir on a network mount ran the local protocol there).
 fn remote_of(lock_path: &str, opts: &LockOptions) -> bool {
     opts.remote.unwrap_or_else(|| {
         std::path::Path::new(lock_path)

@@ -140,6 +140,26 @@ impl World for RealWorld {
                 Ok(()) => Reply::Done,
                 Err(e) => self.failed(op, e),
             },
+            // The private directory's name is known to nobody else: its removal, unlike the
+            // lock's, is made again through a network client's error window (a private
+            // directory left there is left for good, until `sweepOrphanTempFiles`).
+            Op::Rmdir(Which::Pending) => {
+                let mut backoff = super::super::transient::Backoff::within(LOOK_AGAIN_WITHIN);
+                loop {
+                    match std::fs::remove_dir(&self.pending) {
+                        Ok(()) => return Reply::Done,
+                        Err(e) => {
+                            let r = self.failed(op, e);
+                            if matches!(r, Reply::Failed(x) if x.kind == ErrKind::Unknown)
+                                && backoff.wait()
+                            {
+                                continue;
+                            }
+                            return r;
+                        }
+                    }
+                }
+            }
             Op::Rmdir(w) => match std::fs::remove_dir(self.path(w)) {
                 Ok(()) => Reply::Done,
                 Err(e) => self.failed(op, e),

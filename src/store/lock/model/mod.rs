@@ -101,9 +101,10 @@ pub fn new_token(secs: u32, nanos: u32) -> i128 {
 const TOKEN_FROM: i128 = 1 << 31;
 
 /// Whether an atime read back is `token`, as the file system keeps it (to the nanosecond,
-/// microsecond, millisecond or second).
+/// 100 ns, microsecond, millisecond or second).
 pub fn token_matches(token: i128, seen: i128) -> bool {
-    [1, 1_000, 1_000_000, 1_000_000_000]
+    // ns, 100 ns (NTFS, SMB), µs, ms, whole seconds.
+    [1, 100, 1_000, 1_000_000, 1_000_000_000]
         .iter()
         .any(|p| seen == token - token.rem_euclid(*p))
 }
@@ -543,7 +544,7 @@ impl Acquire {
                 _ => self.fail(utime(e), c),
             },
             (S::PCheck(e), Reply::Attrs(a)) => {
-                if token_matches(self.setup.token, a.atime) && a.mtime == self.set_mtime {
+                if token_matches(self.setup.token, a.atime) && same_time(self.set_mtime, a.mtime) {
                     self.call(S::PRename, Op::RenameNoReplace)
                 } else {
                     self.fail(utime(e), c)
