@@ -47,6 +47,9 @@ pub struct Options {
     pub whole_seconds: bool,
     /// Number inodes per mount and per lookup (see the module doc).
     pub renumber: bool,
+    /// Pass a rename's flags (RENAME_NOREPLACE, RENAME_EXCHANGE, …) to the backing folder;
+    /// false: answer EINVAL to any rename with flags (sshfs, SMB and GlusterFS clients).
+    pub rename_flags: bool,
 }
 
 /// A file the kernel knows, through an `O_PATH` descriptor of the backing file.

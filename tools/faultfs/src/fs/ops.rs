@@ -270,6 +270,11 @@ impl Filesystem for FaultFs {
             Subject::Rename(p, name, np, newname),
             reply,
             move |fs| {
+                // As sshfs's server side: a flagged rename reaches it and is refused, each time
+                // (the kernel remembers only ENOSYS).
+                if flags != 0 && !fs.opts.rename_flags {
+                    return Err(Errno::EINVAL);
+                }
                 let (from, to) = (fs.node(p)?, fs.node(np)?);
                 sys::renameat2(&from.file, &n, &to.file, &nn, flags).map_err(errno)
             },
