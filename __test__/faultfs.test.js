@@ -209,6 +209,38 @@ test('rename flags: passed through by default; refused with EINVAL (as sshfs, SM
   ])
 })
 
+test('a directory removed on the server answers ESTALE by its node: the kernel looks its name up again (as over NFS)', { skip, timeout: 60_000 }, async () => {
+  // Names cached for a minute, attributes not at all: every stat asks for the node's.
+  const m = await mount({ name: 'gone', entryTtlMs: 60_000, attrTtlMs: 0 })
+  const d = path.join(m.dir, 'd')
+  fs.mkdirSync(d)
+  const old = fs.statSync(d).ino
+  // On the server: d removed, and another directory put in its place (made while d still
+  // existed, so its inode number differs).
+  fs.mkdirSync(path.join(m.backing, 'other'))
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  fs.renameSync(path.join(m.backing, 'other'), path.join(m.backing, 'd'))
+  const now = fs.statSync(path.join(m.backing, 'd')).ino
+  assert.notEqual(now, old)
+  const seen = await m.addRule({ op: ['getattr', 'lookup', 'setattr', 'opendir'], path: '^d$', kind: 'delay', ms: 0 })
+  assert.equal(fs.statSync(d).ino, now, 'a stat through the cached name shows the directory there now')
+  // (Logged as answered: a delayed request's thread may be logged after the next one.)
+  const asked = (await m.log()).filter((e) => e.rule === seen).map((e) => `${e.op} ${e.answered}`)
+  assert.ok(asked.includes('getattr ESTALE') && asked.includes('lookup ok'), JSON.stringify(asked))
+  // Removed and not replaced: gone, for stat, utimes and readdir alike (not the removed one's).
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.statSync(d), { code: 'ENOENT' })
+  fs.mkdirSync(path.join(m.backing, 'd'))
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.utimesSync(d, 1, 1), { code: 'ENOENT' })
+  fs.mkdirSync(path.join(m.backing, 'd'))
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.readdirSync(d), { code: 'ENOENT' })
+})
+
 test('whole seconds: times are reported and stored truncated to the second', { skip, timeout: 60_000 }, async () => {
   const m = await mount({ name: 'seconds', wholeSeconds: true, attrTtlMs: 0 })
   const f = path.join(m.dir, 'f')
