@@ -158,6 +158,18 @@ const roles = {
     say({ finished: done })
   },
 
+  /** One writeEntry of `entry` into `agentDir`: how it ended, after how long. */
+  async write() {
+    const store = require(path.join(root, 'lib', 'process-matrix-store.js'))
+    const started = Date.now()
+    try {
+      await store.writeEntry(arg.agentDir, arg.entry)
+      say({ written: true, ms: Date.now() - started })
+    } catch (e) {
+      say({ written: false, error: e.code ?? e.message, ms: Date.now() - started })
+    }
+  },
+
   /**
    * `entries` writeEntry calls at once (each its own lock), then, on the command `measure`, one
    * local `fs.promises.readFile` of `local` (libuv's pool): how long it took.

@@ -307,6 +307,36 @@ test(`native on ${KINDS[1].what}: its own lock mkdir performed but answered EIO 
   assert.deepEqual(leftovers(backing, 'f.json'), [], 'nothing left behind')
 })
 
+// Defect 6 again, where the lock's folder does not exist yet: the first writeEntry into a fresh
+// agentDir on a network mount makes `state/process-matrix` itself (B13) and then its lock. That
+// lock must follow the network protocol too: its creation is the rename into place, and a lost
+// reply on it is recognized at once, not waited out by the network rule (~62 s).
+test(`native on ${KINDS[0].what}: the first writeEntry into a fresh folder makes its lock by the network protocol, and recognizes its own lost creation (defect 6)`, { skip, timeout: 60_000 }, async () => {
+  const backing = tmp('d6f')
+  const m = await mount(backing, 'fresh', { logAll: true })
+  const entry = makeEntry('worker', 'fresh')
+  const lockName = `state/process-matrix/${entry.entryId}.json.lock`
+  // The creation of the lock loses its reply, whichever request makes it.
+  const lost = await m.addRule({ op: 'rename', dest: '\\.json\\.lock$', kind: 'lost_reply', errno: 'EIO', count: 1 })
+  const lostMkdir = await m.addRule({ op: 'mkdir', path: '\\.json\\.lock$', kind: 'lost_reply', errno: 'EIO', count: 1 })
+  const started = Date.now()
+  const p = start('write', { label: 'P', agentDir: m.dir, entry }, { PI_NATIVE_BACKEND: 'native', PI_NATIVE_ATTRIBUTE_CACHE_MS: '' })
+  let r = null
+  try {
+    r = await p.when((x) => 'written' in x, 'the write', 10_000)
+  } catch {}
+  const made = (await m.log()).filter((e) => e.tgid === p.child.pid && (e.op === 'mkdir' || e.op === 'rename') && e.path.startsWith(lockName)).map((e) => `${e.op} ${e.path.slice(lockName.length) || '<lock>'}${e.dest ? ' -> <lock>' : ''} ${e.result}/${e.answered}`)
+  const faults = [(await m.hits(lost)).fired, (await m.hits(lostMkdir)).fired]
+  await m.clear()
+  p.kill('SIGKILL')
+  await p.done
+  console.log(`defect 6 (fresh folder): ${r ? JSON.stringify(r) : 'not written within 10 s'}; ${sec(Date.now() - started)}; lock requests ${JSON.stringify(made.map((x) => x.replace(/[0-9a-f-]{36}/, '<uuid>')))}`)
+  assert.deepEqual(made.filter((x) => x.startsWith('mkdir <lock>')), [], `the lock was made by mkdir at its path (the local protocol): ${JSON.stringify(made)}`)
+  assert.ok(r && r.written, `written within 10 s: ${JSON.stringify(r)}`)
+  assert.deepEqual(faults, [1, 0], 'the lost reply was met on the rename into place')
+  assert.deepEqual(leftovers(path.join(backing, 'state', 'process-matrix'), `${entry.entryId}.json`), [], 'nothing left behind')
+})
+
 // Defect 7: a lock directory of the process's own that it could not remove is remembered (by
 // its token) and reclaimed by its next call once the server answers again: at once, not after
 // the network rule's wait (here stale plus the 60 s attribute-cache bound). Three ways to leave
