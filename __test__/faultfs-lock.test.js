@@ -401,6 +401,60 @@ for (const kind of KINDS) {
   }
 }
 
+// Nothing left behind by the private directories a lock is prepared in (`<file>.lock.<uuid>`, on
+// a RENAME_NOREPLACE mount): nobody else knows their names, so a process that does not remove
+// its own leaves it there for good (the store's listing skips it, but the folder fills up).
+// - killed while preparing its lock (its private directory made, its times being set);
+// - a call that ends ELOCKED, whose removal of its private directory meets an error window.
+// Another process then takes and releases the lock (after the stale threshold), and the folder
+// must hold no lock directory and no private one.
+const PRIVATE_RE = '\\.lock\\.[0-9a-f-]{36}$'
+const privateCases = [
+  {
+    name: 'a process killed while preparing its lock',
+    async leave({ m, file, marker, env }) {
+      const held = await m.addRule({ op: 'setattr', path: PRIVATE_RE, kind: 'hang', count: 1 })
+      const p = start('hold', { label: 'P', file, marker }, env)
+      await m.until(held, (h) => h.hanging === 1, "P's times on its private directory")
+      p.kill('SIGKILL')
+      await m.clear()
+      await p.done
+      return [p]
+    },
+  },
+  {
+    name: 'a call that ends ELOCKED while removing its private directory fails',
+    async leave({ m, n, file, marker, env }) {
+      const q = start('hold', { label: 'Q', file: file.replace(m.dir, n.dir), marker, until: 'release' }, env)
+      await q.when((x) => 'in' in x, 'Q inside')
+      await m.addRule({ op: 'rmdir', path: PRIVATE_RE, kind: 'error', errno: 'EIO', for_ms: 3000, from: 'now' })
+      const p = start('hold', { label: 'P', file, marker, retries: 2 }, env)
+      await p.when((x) => 'done' in x, 'P to give up', 20_000)
+      await m.clear()
+      q.send('release')
+      await finished([p, q], 20_000)
+      return [p, q]
+    },
+  },
+]
+for (const c of privateCases) {
+  test(`native on ${KINDS[0].what}: ${c.name} leaves no private directory behind for good`, { skip, timeout: 60_000 }, async () => {
+    const backing = tmp('private')
+    const [m, n] = [await mount(backing, 'priv-m'), await mount(backing, 'priv-n')]
+    const marker = path.join(tmp('private-inside'), 'marker')
+    const env = { PI_NATIVE_BACKEND: 'native', PI_NATIVE_ATTRIBUTE_CACHE_MS: '1000' }
+    const procs = await c.leave({ m, n, file: path.join(m.dir, 'f.json'), marker, env })
+    const left = leftovers(backing, 'f.json')
+    // Older than the stale threshold, then another process locks and releases.
+    await faultfs.waitFor('the stale threshold to pass', () => Date.now() - Math.max(0, ...left.map((l) => fs.statSync(path.join(backing, l)).mtimeMs)) > 2500, 10_000, 50)
+    const r = start('hold', { label: 'R', file: path.join(n.dir, 'f.json'), marker, retries: 40 }, env)
+    await finished([r], 30_000)
+    console.log(`${c.name}: left ${JSON.stringify(left)} before, ${JSON.stringify(leftovers(backing, 'f.json'))} after R's call\n${timeline([...procs, r])}`)
+    assert.equal(r.messages.find((x) => 'done' in x)?.error, undefined, `R took the lock:\n${timeline([...procs, r])}`)
+    assert.deepEqual(leftovers(backing, 'f.json'), [], 'nothing left behind')
+  })
+}
+
 // proper-lockfile 4.1.2 itself and the native backend (and the JS backend), each on its own
 // machine, bumping one counter under the lock (holding it 800 ms) while every release rmdir is
 // performed but answered EIO 400 ms late: no increment lost, never two inside at once. The
