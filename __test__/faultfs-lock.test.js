@@ -292,9 +292,10 @@ test(`native on ${KINDS[1].what}: its own lock mkdir performed but answered EIO 
   const started = Date.now()
   const p = start('hold', { label: 'P', file: path.join(m.dir, 'f.json'), marker, holdMs: 500, retries: 200 }, env)
   await m.until(lost, (h) => h.fired >= 1, "P's mkdir")
-  const made = Date.now()
   const q = start('hold', { label: 'Q', file: path.join(n.dir, 'f.json'), marker, holdMs: 500, retries: 200 }, env)
   await finished([p, q], 40_000)
+  // When the mkdir reached the server: P's observation of the directory starts after its reply.
+  const made = (await m.log()).find((e) => e.rule === lost).at
   const procs = [p, q]
   const took = procs.map((x) => x.messages.find((y) => 'done' in y))
   const firstIn = Math.min(...procs.map((x) => x.messages.find((y) => 'in' in y)?.t ?? Infinity))
