@@ -80,10 +80,17 @@ async function body(label) {
 const schedule = (retries) => ({ retries, factor: 2, minTimeout: 25, maxTimeout: 500, randomize: false })
 
 const roles = {
-  /** `rounds` withFileLock calls, one after another. */
+  /**
+   * `rounds` withFileLock calls, one after another. With `gate`, each call after the first
+   * waits for that command (the test lets it go once the faults are over).
+   */
   async hold() {
     const { withFileLock } = require(root)
     for (let i = 0; i < (arg.rounds ?? 1); i++) {
+      if (i > 0 && arg.gate) {
+        say({ gate: i })
+        await command(arg.gate)
+      }
       say({ waiting: i })
       const started = Date.now()
       try {
@@ -128,13 +135,15 @@ const roles = {
   /**
    * `increments` compare-and-swap bumps of entry `entryId`'s `pid` field through
    * writeEntryIfUnchanged: read, then write the next value if the entry is still what was read.
-   * With `step`, waits for the command `step` before each CAS.
+   * Each read is reported (`read`); with `step`, each CAS then waits for the command `step`.
    */
   async cas() {
     const store = require(path.join(root, 'lib', 'process-matrix-store.js'))
     let done = 0
     while (done < (arg.increments ?? 1)) {
       const current = await store.readEntry(arg.agentDir, arg.entryId)
+      say({ read: current.pid })
+      if (arg.step) await command('step')
       const next = { ...current, pid: current.pid + 1 }
       const started = Date.now()
       try {
@@ -147,6 +156,18 @@ const roles = {
       }
     }
     say({ finished: done })
+  },
+
+  /** One writeEntry of `entry` into `agentDir`: how it ended, after how long. */
+  async write() {
+    const store = require(path.join(root, 'lib', 'process-matrix-store.js'))
+    const started = Date.now()
+    try {
+      await store.writeEntry(arg.agentDir, arg.entry)
+      say({ written: true, ms: Date.now() - started })
+    } catch (e) {
+      say({ written: false, error: e.code ?? e.message, ms: Date.now() - started })
+    }
   },
 
   /**

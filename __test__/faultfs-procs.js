@@ -13,6 +13,23 @@ const CHILD = path.join(__dirname, 'faultfs-child.js')
 
 /** Regular expression of a lock directory's path, for rules. */
 const LOCK_RE = '\\.lock$'
+
+/**
+ * The two kinds of folder the native lock meets on a network or FUSE mount: one that moves a
+ * lock prepared under a private name into place with renameat2(RENAME_NOREPLACE) (JuiceFS, and
+ * a faultfs mount by default), and one that refuses rename flags (sshfs, SMB, GlusterFS:
+ * faultfs `renameFlags: false`), where the lock is made by `mkdir` at its path. `creates` is the
+ * rule fields that match the request making a lock at its path on that kind.
+ */
+const KINDS = [
+  { name: 'rename', renameFlags: true, creates: { op: 'rename', dest: LOCK_RE }, what: 'a RENAME_NOREPLACE mount' },
+  { name: 'mkdir', renameFlags: false, creates: { op: 'mkdir', path: LOCK_RE }, what: 'a mount without rename flags' },
+]
+
+/** Lock directories (and private ones being prepared) for `file` left in the folder `dir`. */
+function leftovers(dir, file) {
+  return fs.readdirSync(dir).filter((n) => n === `${file}.lock` || n.startsWith(`${file}.lock.`))
+}
 const sec = (ms) => `${(ms / 1000).toFixed(1)} s`
 
 /**
@@ -160,4 +177,4 @@ async function soon(m, id, pred, ms) {
   }
 }
 
-module.exports = { setup, finished, timeline, overlaps, soon, LOCK_RE, sec }
+module.exports = { setup, finished, timeline, overlaps, soon, leftovers, LOCK_RE, KINDS, sec }

@@ -15,27 +15,36 @@ const skip = faultfs.available() || false
 const { tmp, mount, start } = setup(test, 'faultfs-threads')
 
 // Defect 4: the fast path's network retries run on libuv's pool. Four writeEntry calls (four
-// locks) whose releases meet a 5 s EIO window on rmdir retry there, holding all four threads of
-// the pool: a local fs.promises.readFile of the same process waits for them. The issue asks for
-// at most 50 ms; the bound here is generous (a loaded machine), the value is printed.
+// locks) each make a look the server does not answer (the stat that reads back a new lock,
+// ENOTCONN for 5 s: the engine looks again for up to 6 s) and wait there, holding all four
+// threads of the pool if they run on it: a local fs.promises.readFile of the same process waits
+// for them. (A refused release rmdir no longer keeps a call for long: the release gives up after
+// a few looks and leaves its directory to be reclaimed.) The issue asks for at most 50 ms; the
+// bound here is generous (a loaded machine), the value is printed.
 const READFILE_BOUND_MS = Number(process.env.PI_NATIVE_FAULTFS_READFILE_MS || 1000)
-test('native: writeEntry retries in an rmdir EIO window do not hold libuv\'s pool: a local readFile stays fast (defect 4)', { skip, timeout: 60_000 }, async () => {
+test('native: writeEntry retries in a stat ENOTCONN window do not hold libuv\'s pool: a local readFile stays fast (defect 4)', { skip, timeout: 60_000 }, async () => {
   const backing = tmp('d4')
+  // The folder exists (in a fresh one the first locks are decided local: faultfs-lock.test.js,
+  // "the first writeEntry into a fresh folder").
+  fs.mkdirSync(path.join(backing, 'state', 'process-matrix'), { recursive: true })
   const m = await mount(backing, 'pool')
   const local = path.join(tmp('d4-local'), 'local.txt')
   fs.writeFileSync(local, 'local')
-  const window = await m.addRule({ op: 'rmdir', path: LOCK_RE, kind: 'error', errno: 'EIO', for_ms: 5000 })
+  const window = await m.addRule({ op: 'getattr', path: LOCK_RE, kind: 'error', errno: 'ENOTCONN', for_ms: 5000 })
   const entries = ['a', 'b', 'c', 'd'].map((s) => makeEntry('worker', s))
   const started = Date.now()
   const p = start('pool', { label: 'P', agentDir: m.dir, entries, local }, { PI_NATIVE_BACKEND: 'native', UV_THREADPOOL_SIZE: '4' })
-  // All four releases are in the window (each has had an rmdir refused) before the read.
-  await faultfs.waitFor('four releases refused', async () => new Set((await m.log()).filter((e) => e.rule === window).map((e) => e.path)).size >= 4, 20_000)
+  // All four calls are in the window (each has had a look refused) before the read.
+  await faultfs.waitFor('four looks refused', async () => new Set((await m.log()).filter((e) => e.rule === window).map((e) => e.path)).size >= 4, 20_000)
+  const windowOpen = (await m.hits(window)).active
   p.send('measure')
   const { readFileMs } = await p.when((x) => 'readFileMs' in x, 'the local read', 30_000)
   const { writes } = await p.when((x) => 'writes' in x, 'the writes', 30_000)
   await p.done
   console.log(`defect 4: local readFile took ${readFileMs.toFixed(1)} ms during the window (issue: at most 50); writes ${JSON.stringify(writes)}; ${sec(Date.now() - started)}`)
-  assert.ok(readFileMs <= READFILE_BOUND_MS, `a local readFile took ${readFileMs.toFixed(0)} ms while four writeEntry calls retried their release`)
+  assert.ok(windowOpen, 'the read was asked for while the window was open')
+  assert.ok(readFileMs <= READFILE_BOUND_MS, `a local readFile took ${readFileMs.toFixed(0)} ms while four writeEntry calls looked again at their locks`)
+  assert.deepEqual(writes, ['ok', 'ok', 'ok', 'ok'])
 })
 
 // Defect 5: one parked thread per waiting acquisition. N withFileLock calls (default 600; the

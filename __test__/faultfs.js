@@ -176,12 +176,14 @@ function controlClient(sock) {
  * Mount `backing` (a fresh temp folder when omitted) through faultfs at a fresh mount point.
  * Options: attrTtlMs, entryTtlMs (kernel caches, default 1000 each, as FUSE's), negativeTtlMs
  * (default 0: not cached), wholeSeconds (times truncated to seconds, reported and stored),
- * renumberInodes (inode numbers of this mount's own), name (the "machine"), logAll (log every
- * request, not only those a rule acted on).
+ * renumberInodes (inode numbers of this mount's own), renameFlags (default true: a rename's
+ * flags such as RENAME_NOREPLACE are passed through, as JuiceFS and local folders do; false: any
+ * rename with flags is answered EINVAL, as sshfs, SMB and GlusterFS clients answer), name (the
+ * "machine"), logAll (log every request, not only those a rule acted on).
  * Resolves `{ dir, backing, name, pid, addRule, removeRule, release, clear, hits, until, rules,
  * log, unmount }`.
  */
-async function mount({ backing, attrTtlMs = 1000, entryTtlMs = 1000, negativeTtlMs = 0, wholeSeconds = false, renumberInodes = false, name = 'faultfs', logAll = false } = {}) {
+async function mount({ backing, attrTtlMs = 1000, entryTtlMs = 1000, negativeTtlMs = 0, wholeSeconds = false, renumberInodes = false, renameFlags = true, name = 'faultfs', logAll = false } = {}) {
   const reason = available()
   if (reason) throw new Error(`faultfs cannot run here: ${reason}`)
   const work = fs.mkdtempSync(path.join(os.tmpdir(), `pi-native-faultfs-${name}-`))
@@ -197,6 +199,7 @@ async function mount({ backing, attrTtlMs = 1000, entryTtlMs = 1000, negativeTtl
   const args = [backing, dir, '--control', sock, '--attr-ttl-ms', String(attrTtlMs), '--entry-ttl-ms', String(entryTtlMs), '--negative-ttl-ms', String(negativeTtlMs), '--name', name, '--watch-pid', String(process.pid)]
   if (wholeSeconds) args.push('--whole-seconds')
   if (renumberInodes) args.push('--renumber-inodes')
+  if (!renameFlags) args.push('--no-rename-flags')
   if (logAll) args.push('--log-all')
   const child = spawn(build().bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   const state = { child, dir, work }

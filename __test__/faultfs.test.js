@@ -8,7 +8,7 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const os = require('node:os')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const faultfs = require('./faultfs.js')
 const { root } = require('./helpers.js')
 
@@ -156,6 +156,89 @@ test('delay and hang hold one request on a thread of its own; others go on; rele
       ['hang', 'ok', 'ok'],
     ],
   )
+})
+
+// renameat2(2) as a process makes it (Node has none): python3's ctypes calls glibc's.
+const RENAME_NOREPLACE = 1
+const RENAME_EXCHANGE = 2
+const RENAMEAT2 = `
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), int(sys.argv[3]))
+print('ok' if r == 0 else errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+`
+/** renameat2(from, to, flags) in a python3 process: 'ok' or the errno's name. */
+function renameat2(from, to, flags) {
+  const r = spawnSync('python3', ['-c', RENAMEAT2, from, to, String(flags)], { encoding: 'utf8', timeout: 30_000 })
+  if (r.status !== 0) throw new Error(`python3 renameat2: ${r.stderr || r.error?.message}`)
+  return r.stdout.trim()
+}
+const noRenameat2 = skip || (spawnSync('python3', ['-c', 'import ctypes; ctypes.CDLL(None).renameat2']).status === 0 ? false : 'python3 with a glibc that has renameat2 is needed to call it')
+
+test('rename flags: passed through by default; refused with EINVAL (as sshfs, SMB and GlusterFS clients) with renameFlags: false', { skip: noRenameat2, timeout: 60_000 }, async () => {
+  // Default: RENAME_NOREPLACE and RENAME_EXCHANGE reach the backing folder (JuiceFS, local).
+  const a = await mount({ name: 'flags' })
+  for (const [n, v] of [['p', 'P'], ['q', 'Q'], ['r', 'R']]) fs.writeFileSync(path.join(a.backing, n), v)
+  assert.equal(renameat2(path.join(a.dir, 'p'), path.join(a.dir, 'q'), RENAME_NOREPLACE), 'EEXIST', 'refuses to replace')
+  assert.equal(renameat2(path.join(a.dir, 'p'), path.join(a.dir, 'n'), RENAME_NOREPLACE), 'ok')
+  assert.equal(renameat2(path.join(a.dir, 'q'), path.join(a.dir, 'r'), RENAME_EXCHANGE), 'ok')
+  assert.deepEqual(
+    fs.readdirSync(a.backing).sort().map((n) => [n, fs.readFileSync(path.join(a.backing, n), 'utf8')]),
+    [['n', 'P'], ['q', 'R'], ['r', 'Q']],
+  )
+
+  // renameFlags: false: every flagged rename reaches faultfs and is answered EINVAL, nothing
+  // moved; a plain rename works.
+  const b = await mount({ name: 'noflags', renameFlags: false })
+  for (const [n, v] of [['p', 'P'], ['q', 'Q']]) fs.writeFileSync(path.join(b.backing, n), v)
+  const seen = await b.addRule({ op: 'rename', kind: 'delay', ms: 0 })
+  for (let i = 0; i < 2; i++) assert.equal(renameat2(path.join(b.dir, 'p'), path.join(b.dir, 'n'), RENAME_NOREPLACE), 'EINVAL', `NOREPLACE, try ${i + 1}`)
+  // Over a name the kernel knows: its VFS answers EEXIST before asking (as over sshfs).
+  assert.equal(renameat2(path.join(b.dir, 'p'), path.join(b.dir, 'q'), RENAME_NOREPLACE), 'EEXIST', 'NOREPLACE over a name')
+  assert.equal(renameat2(path.join(b.dir, 'p'), path.join(b.dir, 'q'), RENAME_EXCHANGE), 'EINVAL', 'EXCHANGE')
+  assert.deepEqual(fs.readdirSync(b.backing).sort(), ['p', 'q'], 'nothing moved')
+  assert.equal(renameat2(path.join(b.dir, 'p'), path.join(b.dir, 'n'), 0), 'ok', 'no flags')
+  assert.deepEqual(fs.readdirSync(b.backing).sort(), ['n', 'q'])
+  // Each was asked of faultfs (the kernel remembers only ENOSYS, not EINVAL): three refused, one done.
+  const log = (await b.log()).filter((e) => e.rule === seen)
+  assert.deepEqual(log.map((e) => [e.path, e.dest, e.result, e.answered]), [
+    ['p', 'n', 'EINVAL', 'EINVAL'],
+    ['p', 'n', 'EINVAL', 'EINVAL'],
+    ['p', 'q', 'EINVAL', 'EINVAL'],
+    ['p', 'n', 'ok', 'ok'],
+  ])
+})
+
+test('a directory removed on the server answers ESTALE by its node: the kernel looks its name up again (as over NFS)', { skip, timeout: 60_000 }, async () => {
+  // Names cached for a minute, attributes not at all: every stat asks for the node's.
+  const m = await mount({ name: 'gone', entryTtlMs: 60_000, attrTtlMs: 0 })
+  const d = path.join(m.dir, 'd')
+  fs.mkdirSync(d)
+  const old = fs.statSync(d).ino
+  // On the server: d removed, and another directory put in its place (made while d still
+  // existed, so its inode number differs).
+  fs.mkdirSync(path.join(m.backing, 'other'))
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  fs.renameSync(path.join(m.backing, 'other'), path.join(m.backing, 'd'))
+  const now = fs.statSync(path.join(m.backing, 'd')).ino
+  assert.notEqual(now, old)
+  const seen = await m.addRule({ op: ['getattr', 'lookup', 'setattr', 'opendir'], path: '^d$', kind: 'delay', ms: 0 })
+  assert.equal(fs.statSync(d).ino, now, 'a stat through the cached name shows the directory there now')
+  // (Logged as answered: a delayed request's thread may be logged after the next one.)
+  const asked = (await m.log()).filter((e) => e.rule === seen).map((e) => `${e.op} ${e.answered}`)
+  assert.ok(asked.includes('getattr ESTALE') && asked.includes('lookup ok'), JSON.stringify(asked))
+  // Removed and not replaced: gone, for stat, utimes and readdir alike (not the removed one's).
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.statSync(d), { code: 'ENOENT' })
+  fs.mkdirSync(path.join(m.backing, 'd'))
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.utimesSync(d, 1, 1), { code: 'ENOENT' })
+  fs.mkdirSync(path.join(m.backing, 'd'))
+  fs.statSync(d)
+  fs.rmdirSync(path.join(m.backing, 'd'))
+  assert.throws(() => fs.readdirSync(d), { code: 'ENOENT' })
 })
 
 test('whole seconds: times are reported and stored truncated to the second', { skip, timeout: 60_000 }, async () => {

@@ -39,6 +39,10 @@ struct Args {
     /// clients), instead of the backing folder's.
     #[arg(long)]
     renumber_inodes: bool,
+    /// Refuse a rename with flags (RENAME_NOREPLACE, RENAME_EXCHANGE, …) with EINVAL, as sshfs,
+    /// SMB and GlusterFS clients do; without it, flags are passed to the backing folder.
+    #[arg(long)]
+    no_rename_flags: bool,
     /// The mount's name (its "machine"; the mount source in /proc/mounts).
     #[arg(long, default_value = "faultfs")]
     name: String,
@@ -115,6 +119,7 @@ fn run(args: Args) -> std::io::Result<()> {
         negative_ttl: Duration::from_millis(args.negative_ttl_ms),
         whole_seconds: args.whole_seconds,
         renumber: args.renumber_inodes,
+        rename_flags: !args.no_rename_flags,
     };
     let inner = Arc::new(fs::Inner::new(
         &args.backing,

@@ -47,6 +47,9 @@ pub struct Options {
     pub whole_seconds: bool,
     /// Number inodes per mount and per lookup (see the module doc).
     pub renumber: bool,
+    /// Pass a rename's flags (RENAME_NOREPLACE, RENAME_EXCHANGE, …) to the backing folder;
+    /// false: answer EINVAL to any rename with flags (sshfs, SMB and GlusterFS clients).
+    pub rename_flags: bool,
 }
 
 /// A file the kernel knows, through an `O_PATH` descriptor of the backing file.
@@ -391,7 +394,23 @@ impl Inner {
     fn stat_node(&self, id: u64) -> Result<FileAttr, Errno> {
         let node = self.node(id)?;
         let m = node.file.metadata().map_err(errno)?;
+        if removed_dir(&m) {
+            return Err(Errno::ESTALE);
+        }
         Ok(self.attr(id, &m))
+    }
+
+    /// Node `id` for a request by node without a handle: ESTALE when it is a directory removed
+    /// on the server, as a network server answers a handle of an object that is gone (NFS,
+    /// GlusterFS's gfid; sshfs and SMB go by path and find what is there now). The kernel then
+    /// looks the name up again (its ESTALE retry) instead of acting on the removed directory
+    /// through a name it still caches.
+    fn live(&self, id: u64) -> Result<Arc<Node>, Errno> {
+        let node = self.node(id)?;
+        if removed_dir(&node.file.metadata().map_err(errno)?) {
+            return Err(Errno::ESTALE);
+        }
+        Ok(node)
     }
 
     fn file(&self, fh: FileHandle) -> Result<Arc<File>, Errno> {
@@ -452,6 +471,11 @@ impl Inner {
             }
         }
     }
+}
+
+/// A directory removed from the backing folder (kept alive only by our descriptor).
+fn removed_dir(m: &Metadata) -> bool {
+    m.is_dir() && m.nlink() == 0
 }
 
 /// 64 random bits from the standard library's hasher seeds (no crate needed for one number).

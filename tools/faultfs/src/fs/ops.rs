@@ -107,7 +107,7 @@ impl Filesystem for FaultFs {
             Subject::Node(id),
             reply,
             move |fs| {
-                let node = fs.node(id)?;
+                let node = fs.live(id)?;
                 let path = fd_path(&node.file);
                 if let Some(mode) = mode {
                     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777))
@@ -270,6 +270,11 @@ impl Filesystem for FaultFs {
             Subject::Rename(p, name, np, newname),
             reply,
             move |fs| {
+                // As sshfs's server side: a flagged rename reaches it and is refused, each time
+                // (the kernel remembers only ENOSYS).
+                if flags != 0 && !fs.opts.rename_flags {
+                    return Err(Errno::EINVAL);
+                }
                 let (from, to) = (fs.node(p)?, fs.node(np)?);
                 sys::renameat2(&from.file, &n, &to.file, &nn, flags).map_err(errno)
             },
@@ -457,7 +462,7 @@ impl Filesystem for FaultFs {
             Subject::Node(id),
             reply,
             move |fs| {
-                let node = fs.node(id)?;
+                let node = fs.live(id)?;
                 let mut entries = vec![
                     (OsString::from("."), node.key.1, FileType::Directory),
                     (OsString::from(".."), UNKNOWN_INO, FileType::Directory),
@@ -652,7 +657,7 @@ impl Filesystem for FaultFs {
             Op("access", &[]),
             Subject::Node(id),
             reply,
-            move |fs| sys::access(&fd_path(&fs.node(id)?.file), mask.bits()).map_err(errno),
+            move |fs| sys::access(&fd_path(&fs.live(id)?.file), mask.bits()).map_err(errno),
             |_, (), reply| reply.ok(),
         );
     }
