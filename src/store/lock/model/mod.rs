@@ -699,17 +699,26 @@ impl Acquire {
             // known to keep no atime, the inode too (whole seconds and a skewed clock can give
             // two locks one mtime); not otherwise, since libfuse clients renumber inodes.
             Rule::Network { cache } => {
-                let ino = if mem.folder(&self.setup.folder).tokens == Some(false) {
+                let folder = mem.folder(&self.setup.folder);
+                let ino = if folder.tokens == Some(false) {
                     a.ino
                 } else {
                     0
+                };
+                // On whole seconds a refresh sets the next whole second, which the refreshes
+                // of the second before it set already: the last refresh a look cannot see may
+                // come up to a second after the first look (simulator seed 281226340532447).
+                let unseen = if folder.whole_seconds == Some(false) {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(1)
                 };
                 stale_on_network(
                     mem,
                     &self.setup.lock,
                     (a.dev, ino, a.mtime, a.atime),
                     c,
-                    self.setup.stale + cache,
+                    self.setup.stale + cache + unseen,
                     self.setup.stale + cache,
                 )
             }

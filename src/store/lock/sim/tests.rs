@@ -4,8 +4,29 @@ use super::*;
 /// each one found). They run with the generator as it is (`Config::random`); a change to the
 /// generator changes what a seed draws, so it keeps them as they were.
 const REGRESSIONS: &[u64] = &[
-    20, 39, 48, 114, 117, 190, 286, 378, 398, 420, 1417, 2471, 2784, 3383, 6087, 6952, 7370, 9971,
-    46606, 54678, 55694, 74012,
+    20,
+    39,
+    48,
+    114,
+    117,
+    190,
+    286,
+    378,
+    398,
+    420,
+    1417,
+    2471,
+    2784,
+    3383,
+    6087,
+    6952,
+    7370,
+    9971,
+    46606,
+    54678,
+    55694,
+    74012,
+    281226340532447,
 ];
 
 #[test]
