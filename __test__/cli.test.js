@@ -400,6 +400,24 @@ function brokenAgentDir() {
   return { a, d, deadWriter, live, oldLive }
 }
 
+test("matrix: a native lock's private folder (network folders) is in flight while young, an orphaned temp once 5 minutes old", () => {
+  const a = tempAgentDir('pi-native-cli-private-')
+  const d = matrixDir(a)
+  fs.mkdirSync(d, { recursive: true })
+  const young = 'master-x.json.lock.0f8fad5b-d9cb-469f-a165-70867728950e'
+  const left = 'master-x.json.lock.1f8fad5b-d9cb-469f-a165-70867728950e'
+  fs.mkdirSync(path.join(d, young))
+  fs.mkdirSync(path.join(d, left))
+  const old = new Date(Date.now() - 3_600_000)
+  fs.utimesSync(path.join(d, left), old, old)
+  const j = cliJson('matrix', a)
+  assert.deepEqual(j.out.problems.map((p) => [p.file, p.kind]), [[left, 'orphaned-temp']])
+  assert.match(j.out.problems[0].reason, /sweepOrphanTempFiles removes it/)
+  assert.deepEqual(j.out.inFlight.map((p) => [p.file, p.kind]), [[young, 'lock']])
+  assert.equal(j.out.summary.strayFiles, 0)
+  fs.rmSync(a, { recursive: true, force: true })
+})
+
 test('matrix: every file that is not a valid entry, with the reason; stale locks and orphaned temp files; exit 1', { skip: process.platform === 'win32' && 'the fixtures include a POSIX symbolic link to nothing, which Windows does not give an unprivileged user' }, () => {
   const { a, d, deadWriter, live, oldLive } = brokenAgentDir()
   const j = cliJson('matrix', a)

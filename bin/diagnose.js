@@ -14,6 +14,8 @@ const LOCK_STALE_MS = 2000
 const TEMP_OLD_MS = 300000
 // The store's temp-file name (rule B19): <entry>.json.<pid>.<uuid v4>.tmp
 const TEMP_RE = /^(.+\.json)\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/
+// A native lock's private folder: `<entry>.json.lock.<uuid>` (lowercase, as the writers print it).
+const PRIVATE_LOCK_RE = /^.*\.json\.lock\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** 'alive' | 'dead' | 'unknown' for a writer pid, judged the way the store's sweep judges it. */
 function writerState(pid) {
@@ -198,6 +200,22 @@ function diagnoseMatrixDir(dir, now = Date.now()) {
         problem({ file: name, kind: 'stale-lock', ageMs, reason: `stale lock: not refreshed for ${formatAge(ageMs)} (a live holder refreshes it every second); its holder is gone and the next writer will take it over` })
       } else {
         out.inFlight.push({ file: name, kind: 'lock', ageMs, reason: 'lock held by a writer right now' })
+      }
+      continue
+    }
+    if (d.isDirectory() && PRIVATE_LOCK_RE.test(name)) {
+      // A native lock being prepared under its private name (network folders), or one a crash
+      // left there (COMPATIBILITY.md, "Private names and one probe").
+      let ageMs
+      try {
+        ageMs = now - fs.statSync(file).mtimeMs
+      } catch {
+        continue
+      }
+      if (ageMs >= TEMP_OLD_MS) {
+        problem({ file: name, kind: 'orphaned-temp', ageMs, reason: `a lock folder ${formatAge(ageMs)} old that a native process was preparing on this network folder and left (it crashed); sweepOrphanTempFiles removes it` })
+      } else {
+        out.inFlight.push({ file: name, kind: 'lock', ageMs, reason: 'a lock being prepared by a native process (network folder)' })
       }
       continue
     }
