@@ -60,6 +60,30 @@ impl RealWorld {
     fn failed(&self, op: Op, e: std::io::Error) -> Reply {
         Reply::Failed(classify(&e, op, self.remote))
     }
+
+    /// `call`, made again for up to [`LOOK_AGAIN_WITHIN`] while it fails with an error that
+    /// says nothing (a network client's error window). Only for calls that change nothing, or
+    /// nothing anybody else can name.
+    fn again_while_unknown(
+        &self,
+        op: Op,
+        mut call: impl FnMut() -> std::io::Result<Reply>,
+    ) -> Reply {
+        let mut backoff = super::super::transient::Backoff::within(LOOK_AGAIN_WITHIN);
+        loop {
+            match call() {
+                Ok(r) => return r,
+                Err(e) => {
+                    let r = self.failed(op, e);
+                    if !(matches!(r, Reply::Failed(x) if x.kind == ErrKind::Unknown)
+                        && backoff.wait())
+                    {
+                        return r;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How the decisions read an OS error of `op` on a folder that is (or is not) `remote`.
@@ -143,45 +167,18 @@ impl World for RealWorld {
             // The private directory's name is known to nobody else: its removal, unlike the
             // lock's, is made again through a network client's error window (a private
             // directory left there is left for good, until `sweepOrphanTempFiles`).
-            Op::Rmdir(Which::Pending) => {
-                let mut backoff = super::super::transient::Backoff::within(LOOK_AGAIN_WITHIN);
-                loop {
-                    match std::fs::remove_dir(&self.pending) {
-                        Ok(()) => return Reply::Done,
-                        Err(e) => {
-                            let r = self.failed(op, e);
-                            if matches!(r, Reply::Failed(x) if x.kind == ErrKind::Unknown)
-                                && backoff.wait()
-                            {
-                                continue;
-                            }
-                            return r;
-                        }
-                    }
-                }
-            }
+            Op::Rmdir(Which::Pending) => self.again_while_unknown(op, || {
+                std::fs::remove_dir(&self.pending).map(|()| Reply::Done)
+            }),
             Op::Rmdir(w) => match std::fs::remove_dir(self.path(w)) {
                 Ok(()) => Reply::Done,
                 Err(e) => self.failed(op, e),
             },
-            Op::Stat { which, fresh } => {
-                // A look changes nothing: made again through a network client's error window.
-                let mut backoff = super::super::transient::Backoff::within(LOOK_AGAIN_WITHIN);
-                loop {
-                    match platform::fs::dir_attrs(self.path(which), fresh && self.remote) {
-                        Ok(a) => return Reply::Attrs(attrs(a)),
-                        Err(e) => {
-                            let r = self.failed(op, e);
-                            if matches!(r, Reply::Failed(x) if x.kind == ErrKind::Unknown)
-                                && backoff.wait()
-                            {
-                                continue;
-                            }
-                            return r;
-                        }
-                    }
-                }
-            }
+            // A look changes nothing: made again through a network client's error window.
+            Op::Stat { which, fresh } => self.again_while_unknown(op, || {
+                platform::fs::dir_attrs(self.path(which), fresh && self.remote)
+                    .map(|a| Reply::Attrs(attrs(a)))
+            }),
             Op::SetTimes {
                 which,
                 atime,

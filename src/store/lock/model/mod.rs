@@ -741,13 +741,7 @@ impl Acquire {
     /// One more try after a takeover or a release seen: EEXIST then means ELOCKED.
     fn retake(&mut self, c: Clocks, mem: &mut Memory) -> Step {
         self.retake = true;
-        if self.pending {
-            self.times(Which::Pending, c, mem)
-        } else if self.renames(mem) {
-            self.call(S::PMkdir, Op::Mkdir(Which::Pending))
-        } else {
-            self.mkdir(c)
-        }
+        self.proceed(c, mem)
     }
 
     /// What was made reads back: ours, with our token, in time?
