@@ -326,17 +326,24 @@ pub fn list_entries(agent_dir: &str) -> Vec<(String, ReadOut)> {
     let mut slots: Vec<Option<ReadOut>> = Vec::with_capacity(paths.len());
     slots.resize_with(paths.len(), || None);
     let chunk = paths.len().div_ceil(workers).max(1);
+    let read_chunk = |ps: &[(String, u64)], out: &mut [Option<ReadOut>]| {
+        for ((p, ino), slot) in ps.iter().zip(out.iter_mut()) {
+            *slot = if remote {
+                read_listed_entry(p, *ino)
+            } else {
+                read_entry(p)
+            };
+        }
+    };
+    // The first chunk is read on this thread: a small folder (one chunk) starts no thread.
+    let mut chunks = paths.chunks(chunk).zip(slots.chunks_mut(chunk));
+    let first = chunks.next();
     std::thread::scope(|s| {
-        for (ps, out) in paths.chunks(chunk).zip(slots.chunks_mut(chunk)) {
-            s.spawn(move || {
-                for ((p, ino), slot) in ps.iter().zip(out.iter_mut()) {
-                    *slot = if remote {
-                        read_listed_entry(p, *ino)
-                    } else {
-                        read_entry(p)
-                    };
-                }
-            });
+        for (ps, out) in chunks {
+            s.spawn(move || read_chunk(ps, out));
+        }
+        if let Some((ps, out)) = first {
+            read_chunk(ps, out);
         }
     });
     names
