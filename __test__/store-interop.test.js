@@ -87,19 +87,22 @@ test('notified handoff: a native waiter retries the moment a proper-lockfile hol
   await native.writeEntry(a, e)
   const file = native.entryPath(a, e.entryId)
   for (let round = 0; round < 5; round++) {
-    const release = await lockfile.lock(file, { realpath: false })
+    await lockfile.lock(file, { realpath: false })
     const before = binding.lockNotifiedAttempts()
-    // The schedule alone would retry at +25, +75, +175, +375 ms; the waiter watches for the
-    // removal from its 100 ms wait on. The holder lets go once the waiter watches (a condition,
-    // not a time: on a loaded machine the attempts come later), well before the next attempt
-    // is due: the waiter's attempt then comes from the notified removal.
+    // The schedule alone would retry at +25, +75, +175, +375, +775, +1275 ms (waits of 25, 50,
+    // 100, 200, 400, then 500 ms); the waiter watches for the removal from its 100 ms wait on.
+    // The holder lets go in the middle of the 500 ms wait (past +1025 ms and while the waiter
+    // watches: conditions, not a sleep), and at once (unlockSync, no pool round trip), so the
+    // removal comes about 250 ms before the next scheduled attempt even on a loaded machine:
+    // the waiter's attempt then comes from the notified removal.
+    const start = Date.now()
     const written = native.writeEntry(a, { ...e, taskRef: `round-${round}` })
-    const deadline = Date.now() + 10_000
-    while (binding.lockWatchedFolders() === 0) {
+    const deadline = start + 10_000
+    while (Date.now() - start < 1025 || binding.lockWatchedFolders() === 0) {
       assert.ok(Date.now() < deadline, 'the waiter never watched for the removal')
       await new Promise((r) => setImmediate(r))
     }
-    await release()
+    lockfile.unlockSync(file, { realpath: false })
     await written
     assert.ok(binding.lockNotifiedAttempts() > before, 'the acquisition came from a notified removal')
     assert.equal((await native.readEntry(a, e.entryId)).taskRef, `round-${round}`)
