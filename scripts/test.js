@@ -17,8 +17,9 @@
 // systems (`network-fs*.test.js`) and the fault layer (`faultfs*.test.js`), which need root and
 // FUSE and report `skip` with the reason without them, the simulator's soak, the node suite on
 // Node 22 and 24 with the short budgets, the loaded rerun, and, where CI built the other
-// targets, the registry test and the linux-arm64 and win32-x64 suites under emulation and the
-// macOS inspection (each `skip` with the reason where its binaries or tools are missing).
+// targets, the registry test, the macOS inspection and the linux-arm64 and win32-x64 suites under
+// emulation, these two side by side (each `skip` with the reason where its binaries or tools are
+// missing).
 //
 // Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 const { spawn, spawnSync } = require('node:child_process')
@@ -189,15 +190,53 @@ function networkFileSystems() {
   for (const f of networkFs) ownTmp(`node tests ${base(f)}: ${served.join(', ') || 'local folder only'}`, process.execPath, ['--test', f], LONG)
 }
 
-/** A CI step of the other targets: runs where its inputs exist, else says what is missing. */
+/**
+ * A CI step of the other targets: runs where its inputs exist, else says what is missing.
+ * Returns the command to run (`[name, cmd, argv]`), or undefined when it was skipped.
+ */
 function crossStep(name, script, needs) {
   const missing = needs.filter((f) => !fs.existsSync(path.join(root, f)))
   if (missing.length) return skip(name, `${missing.join(', ')} not built (scripts/build-targets.sh)`)
   if (process.platform !== 'linux' || process.arch !== 'x64') return skip(name, 'the cross chain runs on Linux x64')
-  run(name, script.endsWith('.js') ? process.execPath : 'bash', [script])
+  return [name, script.endsWith('.js') ? process.execPath : 'bash', [script]]
 }
 
-function all() {
+/**
+ * Steps run side by side (each `[name, cmd, argv]`, undefined ones left out), each step's output
+ * kept in a file and printed whole when it ends, so the logs do not interleave. Used for the
+ * emulated suites: most of their wall clock is one emulated thread and waits, so two of them
+ * share 2 cores well (and their tests hold under load, which the loaded run asks of every test).
+ */
+async function runSideBySide(steps) {
+  const logs = fs.mkdtempSync(path.join(os.tmpdir(), 'pi-native-steps-'))
+  try {
+    await Promise.all(
+      steps.filter(Boolean).map(([name, cmd, argv], i) => {
+        process.stdout.write(`\n=== ${name}: ${cmd} ${argv.join(' ')} (started beside the others; its output follows when it ends)\n`)
+        const log = path.join(logs, `${i}.log`)
+        const fd = fs.openSync(log, 'w')
+        const started = Date.now()
+        return new Promise((resolve) => {
+          const c = spawn(cmd, argv, { cwd: root, stdio: ['ignore', fd, fd] })
+          const done = (status, signal, error) => {
+            fs.closeSync(fd)
+            const ok = status === 0
+            record(name, ok, (Date.now() - started) / 1000)
+            process.stdout.write(`\n=== ${name}: output\n${fs.readFileSync(log, 'utf8')}`)
+            if (!ok) process.stdout.write(`=== ${name} FAILED (status ${status}${signal ? `, ${signal}` : ''}${error ? `, ${error.message}` : ''})\n`)
+            resolve()
+          }
+          c.on('error', (e) => done(null, null, e))
+          c.on('close', (status, signal) => done(status, signal))
+        })
+      }),
+    )
+  } finally {
+    fs.rmSync(logs, { recursive: true, force: true })
+  }
+}
+
+async function all() {
   sim('soak', SIM_LONG)
   nodeSuite(process.execPath, `${current}, long budgets`, LONG)
   for (const f of slow) ownTmp(`node tests ${base(f)}`, process.execPath, ['--test', f], LONG)
@@ -210,25 +249,41 @@ function all() {
   for (const major of (process.env.PI_NATIVE_TEST_NODES ?? '22,24').split(',').filter(Boolean)) otherNode(major)
   loaded()
   const built = ['pi-native.linux-x64-gnu.node', 'pi-native.linux-arm64-gnu.node', 'pi-native.linux-x64-musl.node', 'pi-native.linux-arm64-musl.node', 'pi-native.win32-x64-msvc.node', 'pi-native.darwin-arm64.node', 'pi-native.darwin-x64.node']
-  crossStep('registry install: verdaccio, the seven binary packages and the main package, fresh consumers', path.join('scripts', 'test-registry.js'), built)
-  crossStep('linux-arm64 suite under qemu', path.join('scripts', 'test-arm64.sh'), ['pi-native.linux-arm64-gnu.node'])
-  crossStep('win32-x64 suite under Wine', path.join('scripts', 'test-windows.sh'), ['pi-native.win32-x64-msvc.node'])
-  crossStep('macOS binaries inspection', path.join('scripts', 'inspect-darwin.sh'), ['pi-native.darwin-arm64.node', 'pi-native.darwin-x64.node'])
+  const step = (...a) => {
+    const s = crossStep(...a)
+    if (s) run(...s)
+  }
+  step('registry install: verdaccio, the seven binary packages and the main package, fresh consumers', path.join('scripts', 'test-registry.js'), built)
+  step('macOS binaries inspection', path.join('scripts', 'inspect-darwin.sh'), ['pi-native.darwin-arm64.node', 'pi-native.darwin-x64.node'])
+  await runSideBySide([
+    crossStep('linux-arm64 suite under qemu', path.join('scripts', 'test-arm64.sh'), ['pi-native.linux-arm64-gnu.node']),
+    crossStep('win32-x64 suite under Wine', path.join('scripts', 'test-windows.sh'), ['pi-native.win32-x64-msvc.node']),
+  ])
 }
 
-if (MODE === 'loaded') {
-  // A binary older than its sources would be rebuilt by the packing test, under the others' feet.
-  if (binaryState() !== null) run('build', ...napiCommand(['build', '--platform', '--release']))
-  loaded()
-} else {
-  lintAndRust()
-  if (MODE === 'fast') fast()
-  else all()
+async function main() {
+  if (MODE === 'loaded') {
+    // A binary older than its sources would be rebuilt by the packing test, under the others' feet.
+    if (binaryState() !== null) run('build', ...napiCommand(['build', '--platform', '--release']))
+    loaded()
+  } else {
+    lintAndRust()
+    if (MODE === 'fast') fast()
+    else await all()
+  }
+  summary()
 }
 
-process.stdout.write(`\n=== summary (${MODE === 'fast' ? 'npm test' : MODE === 'all' ? 'npm run test:all' : 'loaded rerun'}, ${((Date.now() - t0) / 60000).toFixed(1)} min)\n`)
-for (const r of results) process.stdout.write(`${r.skipped ? 'skip' : r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)
-const failed = results.filter((r) => !r.ok).length
-const skipped = results.filter((r) => r.skipped).length
-process.stdout.write(`steps: ${results.length - failed - skipped} ok, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`)
-process.exit(failed ? 1 : 0)
+function summary() {
+  process.stdout.write(`\n=== summary (${MODE === 'fast' ? 'npm test' : MODE === 'all' ? 'npm run test:all' : 'loaded rerun'}, ${((Date.now() - t0) / 60000).toFixed(1)} min)\n`)
+  for (const r of results) process.stdout.write(`${r.skipped ? 'skip' : r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${r.seconds.toFixed(1)} s)\n`)
+  const failed = results.filter((r) => !r.ok).length
+  const skipped = results.filter((r) => r.skipped).length
+  process.stdout.write(`steps: ${results.length - failed - skipped} ok, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`)
+  process.exit(failed ? 1 : 0)
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err.stack}\n`)
+  process.exit(1)
+})
