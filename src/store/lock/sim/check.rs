@@ -83,7 +83,9 @@ pub struct Checker {
     /// Per process: the lock directory it made last.
     last_made: HashMap<usize, u64>,
     /// Per process: the last directory its look at the lock path showed, and when.
-    seen: HashMap<usize, (Option<u64>, Duration)>,
+    /// Each process's last look at the lock path: what it saw, when, and whether that was
+    /// stale by the local rule's terms at the look.
+    seen: HashMap<usize, (Option<u64>, Duration, bool)>,
     applied: HashSet<(usize, u64)>,
     /// The lock directory that has been without a live holder since, during the calm.
     ownerless: Option<(u64, Duration)>,
@@ -151,8 +153,8 @@ impl Checker {
             .is_some_and(|&(q, _, excused)| q != p && excused)
     }
 
-    pub fn saw(&mut self, p: usize, obj: Option<u64>, t: Duration) {
-        self.seen.insert(p, (obj, t));
+    pub fn saw(&mut self, p: usize, obj: Option<u64>, t: Duration, stale: bool) {
+        self.seen.insert(p, (obj, t, stale));
     }
 
     pub fn lock_made(&mut self, p: usize, obj: u64, t: Duration, unclaimed: bool) {
@@ -202,12 +204,20 @@ impl Checker {
             self.stats.consequences += 1;
             return true;
         }
-        let (seen, seen_at) = self.seen.get(&p).copied().unwrap_or((None, Duration::ZERO));
+        let (seen, seen_at, seen_stale) =
+            self.seen
+                .get(&p)
+                .copied()
+                .unwrap_or((None, Duration::ZERO, false));
         if seen == Some(obj) {
             let _ = attrs;
             let m = who(maker);
             if self.holding(maker, &m, obj, t) && !stale {
-                if remover.native {
+                // A proper-lockfile holder refreshes a lock past its threshold (after a
+                // suspend) if its mtime is still its own: a look that found it stale, then the
+                // removal, can straddle that refresh. proper-lockfile's race, counted (soak
+                // seed 181519875632906).
+                if remover.native && (m.native || !seen_stale) {
                     self.fail(
                         t,
                         format!("p{p} took over p{maker}'s live lock (directory {obj})"),

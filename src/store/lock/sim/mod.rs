@@ -380,7 +380,12 @@ pub fn run(cfg: &Config) -> Report {
                 let lock = folder.at(Name::Lock).map(|o| o.id);
                 let who = |q: usize| describe(&procs[q], &folder, &machines, t);
                 match effect {
-                    Effect::Saw(o, fetched) => checker.saw(i, o, fetched),
+                    Effect::Saw(o, fetched) => {
+                        let stale = matches!(rule, Rule::Local)
+                            && matches!(reply, super::world::Reply::Attrs(a)
+                                if a.mtime < folder.now(t) - STALE.as_nanos() as i128);
+                        checker.saw(i, o, fetched, stale)
+                    }
                     Effect::LockMade { obj } => {
                         let unclaimed = matches!(op, super::world::Op::Mkdir(_))
                             && matches!(reply, super::world::Reply::Failed(_));
