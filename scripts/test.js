@@ -59,9 +59,14 @@ function run(name, cmd, argv, opts = {}) {
   process.stdout.write(`\n=== ${name}: ${cmd} ${argv.join(' ')}\n`)
   const started = Date.now()
   const r = spawnSync(cmd, argv, { cwd: root, stdio: 'inherit', ...opts })
-  const ok = r.status === 0
+  return finished(name, started, r.status, r.signal, r.error)
+}
+
+/** Record a step that ended (a failure says how); whether it passed. */
+function finished(name, started, status, signal, error) {
+  const ok = status === 0
   record(name, ok, (Date.now() - started) / 1000)
-  if (!ok) process.stdout.write(`=== ${name} FAILED (status ${r.status}${r.signal ? `, ${r.signal}` : ''}${r.error ? `, ${r.error.message}` : ''})\n`)
+  if (!ok) process.stdout.write(`=== ${name} FAILED (status ${status}${signal ? `, ${signal}` : ''}${error ? `, ${error.message}` : ''})\n`)
   return ok
 }
 
@@ -220,10 +225,8 @@ async function runSideBySide(steps) {
           const c = spawn(cmd, argv, { cwd: root, stdio: ['ignore', fd, fd] })
           const done = (status, signal, error) => {
             fs.closeSync(fd)
-            const ok = status === 0
-            record(name, ok, (Date.now() - started) / 1000)
             process.stdout.write(`\n=== ${name}: output\n${fs.readFileSync(log, 'utf8')}`)
-            if (!ok) process.stdout.write(`=== ${name} FAILED (status ${status}${signal ? `, ${signal}` : ''}${error ? `, ${error.message}` : ''})\n`)
+            finished(name, started, status, signal, error)
             resolve()
           }
           c.on('error', (e) => done(null, null, e))

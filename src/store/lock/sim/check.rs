@@ -82,9 +82,8 @@ pub struct Checker {
     removed: HashMap<u64, (usize, Duration, bool)>,
     /// Per process: the lock directory it made last.
     last_made: HashMap<usize, u64>,
-    /// Per process: the last directory its look at the lock path showed, and when.
-    /// Each process's last look at the lock path: what it saw, when, and whether that was
-    /// stale by the local rule's terms at the look.
+    /// Per process: the last directory its look at the lock path showed, when, and whether it
+    /// was stale by the local rule's terms at the look.
     seen: HashMap<usize, (Option<u64>, Duration, bool)>,
     applied: HashSet<(usize, u64)>,
     /// The lock directory that has been without a live holder since, during the calm.

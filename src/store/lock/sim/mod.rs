@@ -223,6 +223,11 @@ struct Proc {
 const STALE: Duration = Duration::from_millis(2000);
 
 /// Run one simulation.
+/// The local rule's terms (L3): an mtime older than the threshold by the server's clock `now`.
+fn mtime_stale(mtime: i128, now: i128) -> bool {
+    mtime < now - STALE.as_nanos() as i128
+}
+
 pub fn run(cfg: &Config) -> Report {
     let mut rng = Rng::new(cfg.seed);
     let epoch: i128 = 1_790_000_000 * 1_000_000_000 + i128::from(rng.below(1_000_000_000));
@@ -383,7 +388,7 @@ pub fn run(cfg: &Config) -> Report {
                     Effect::Saw(o, fetched) => {
                         let stale = matches!(rule, Rule::Local)
                             && matches!(reply, super::world::Reply::Attrs(a)
-                                if a.mtime < folder.now(t) - STALE.as_nanos() as i128);
+                                if mtime_stale(a.mtime, folder.now(t)));
                         checker.saw(i, o, fetched, stale)
                     }
                     Effect::LockMade { obj } => {
@@ -399,7 +404,7 @@ pub fn run(cfg: &Config) -> Report {
                     } => {
                         let now = folder.now(t);
                         let stale = match rule {
-                            Rule::Local => attrs.mtime < now - STALE.as_nanos() as i128,
+                            Rule::Local => mtime_stale(attrs.mtime, now),
                             Rule::Network { .. } => now - changed >= STALE.as_nanos() as i128,
                         };
                         checker.lock_removed(i, obj, maker, attrs, stale, t, &who)
