@@ -14,7 +14,7 @@ const util = require('node:util')
 const { spawn } = require('node:child_process')
 const { root, backends } = require('./helpers.js')
 const { makeEntry, matrixDir } = require('./store-fixtures.js')
-const { sleep, consume, converges, within } = require('./events-helpers.js')
+const { sleep, consume, converges, within, rmTree } = require('./events-helpers.js')
 
 // Wine keeps a removed folder that is watched until its watch closes and tells no watch of it
 // meanwhile (Node's fs.watch alike): a removal on the path cannot be followed there.
@@ -33,7 +33,6 @@ function tree() {
   return { top, a: path.join(top, 'agent') }
 }
 
-const rmTree = (p) => fs.rmSync(p, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
 
 /** An entry file written straight into `dir` (a matrix folder that may not be at the path). */
 function writeInto(dir, entry) {
@@ -85,7 +84,7 @@ for (const [name, s] of backends()) {
     } finally {
       ac.abort()
       await c.done
-      rmTree(top)
+      await rmTree(top)
     }
   })
 
@@ -123,7 +122,7 @@ for (const [name, s] of backends()) {
       if (wineKeepsRemoved) {
         t.diagnostic(`the removal step skipped: ${wineKeepsRemoved}`)
       } else {
-        rmTree(path.join(a, 'state'))
+        await rmTree(path.join(a, 'state'))
         await c.until((x) => x.view.size === 0, 15_000, 'removes when the state folder was deleted')
         await s.writeEntry(a, makeEntry('master', 'reborn'))
         await converges(s, c, a, 15_000, 'the state folder made again')
@@ -132,9 +131,9 @@ for (const [name, s] of backends()) {
     } finally {
       ac.abort()
       await c.done
-      rmTree(top)
-      rmTree(`${top}-2`)
-      rmTree(`${a}.moved`)
+      await rmTree(top)
+      await rmTree(`${top}-2`)
+      await rmTree(`${a}.moved`)
     }
   })
 
@@ -166,7 +165,7 @@ for (const [name, s] of backends()) {
       assert.deepEqual(c.faults, [])
     } finally {
       ac.abort()
-      rmTree(top)
+      await rmTree(top)
     }
   })
 
@@ -196,8 +195,8 @@ for (const [name, s] of backends()) {
       process.chdir(cwd)
       ac.abort()
       await c?.done
-      rmTree(top)
-      rmTree(elsewhere)
+      await rmTree(top)
+      await rmTree(elsewhere)
     }
   })
 
@@ -241,7 +240,7 @@ for (const [name, s] of backends()) {
       assert.deepEqual(c.events.map((e) => [e.type, e.entryId]), [['change', 'worker-x']], 'nothing to begin with, then its entry')
     } finally {
       ac.abort()
-      rmTree(top)
+      await rmTree(top)
     }
   })
 
@@ -271,7 +270,7 @@ for (const [name, s] of backends()) {
     } finally {
       writer.kill()
       ac.abort()
-      rmTree(top)
+      await rmTree(top)
     }
   })
 
@@ -304,7 +303,7 @@ for (const [name, s] of backends()) {
       assert.deepEqual(c.faults, [])
     } finally {
       ac.abort()
-      rmTree(top)
+      await rmTree(top)
     }
   })
 }

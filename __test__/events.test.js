@@ -10,7 +10,7 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { root, backends, sleep, liveChild, reapedPid, zombie } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
-const { within } = require('./events-helpers.js')
+const { within, rmTree } = require('./events-helpers.js')
 const events = require('../lib/contract/events.js')
 
 const isWin = process.platform === 'win32'
@@ -18,7 +18,6 @@ const native = require('../lib/binding.js').loadNative()
 const binding = require('../index.js')
 
 /** Remove a temp tree; on Windows a folder whose watch just ended may take a moment to go. */
-const rmTree = (p) => fs.rmSync(p, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
 
 /** A process that is not this one's child (its parent exits at once): `{ pid }`. */
 async function grandchild() {
@@ -150,7 +149,7 @@ for (const [name, s] of backends()) {
     } finally {
       process.off('warning', onWarning)
       for (const k of kids) k.kill('SIGKILL')
-      rmTree(a)
+      await rmTree(a)
     }
   })
 
@@ -299,7 +298,7 @@ for (const [name, s] of backends()) {
     assert.deepEqual(beats, [...new Set(beats)].sort(), 'in order, no repeats')
     const lags = c.got.map((e) => e.at - written[Number(e.entry.heartbeatAt.slice(17, 19))]).sort((x, y) => x - y)
     t.diagnostic(`lags after each write (ms): ${lags.map((l) => l.toFixed(1)).join(' ')}`)
-    rmTree(a)
+    await rmTree(a)
   })
 
   test(`${name}: watchEntries: change, remove, invalid files; temp files and lock folders say nothing`, async (t) => {
@@ -334,7 +333,7 @@ for (const [name, s] of backends()) {
     await s.writeEntry(a, e)
     assert.equal(c.got.length, 3)
     assert.deepEqual(await it.next(), { value: undefined, done: true })
-    rmTree(a)
+    await rmTree(a)
   })
 
   test(`${name}: watchEntries coalesces a burst per entry and loses no last state`, async (t) => {
@@ -364,7 +363,7 @@ for (const [name, s] of backends()) {
     await s.writeEntry(a, { ...e, taskRef: 'step-30' })
     assert.equal((await within(next, 5000)).value.value.entry.taskRef, 'step-30')
     await it.return()
-    rmTree(a)
+    await rmTree(a)
   })
 
   // Wine keeps a removed folder that is watched (stat included) until its watch closes, and tells
@@ -396,7 +395,7 @@ for (const [name, s] of backends()) {
       await c.done
     }
     if (name === 'native') assert.equal(binding.supervisionState().watches, 0)
-    rmTree(path.dirname(a))
+    await rmTree(path.dirname(a))
   })
 
   test(`${name}: watchEntries: invalid arguments reject the first next(); an aborted signal ends it at once`, async () => {
@@ -431,7 +430,7 @@ for (const [name, s] of backends()) {
     await s.writeEntry(a, makeEntry('master', 'wake'))
     assert.deepEqual(await within(ended, 5000), { value: 0 })
     assert.equal(out, 'change master-wake\n')
-    rmTree(a)
+    await rmTree(a)
   })
 }
 
@@ -482,7 +481,7 @@ test('watchEntries polls a folder whose notifications miss remote changes', asyn
   ])
   ac.abort()
   await c.done
-  rmTree(a)
+  await rmTree(a)
 })
 
 test('native: the folder scan and the remote test of the addon', async () => {
@@ -505,7 +504,7 @@ test('native: the folder scan and the remote test of the addon', async () => {
   assert.equal(names.length, 3003)
   assert.match(files[0].sig, /^\d+:\d+:\d+:\d+$/)
   assert.equal(await binding.dirIsRemote(a), false, 'a temp folder is local')
-  rmTree(a)
+  await rmTree(a)
 })
 
 test('js backend: its network and FUSE file systems are those of the addon (src/platform/fs_kind/linux.rs)', () => {
