@@ -77,7 +77,7 @@ export declare class ScanChunks {
   /**
    * The next chunk, or null when all were taken: `name\0sig\0` for each file, `sig` the
    * inode, size, modification and status-change times, as one comparable string (file
-   * names cannot hold NUL).
+   * names cannot hold NUL), or empty on a local folder (never polled).
    */
   takeChunk(): string | null
 }

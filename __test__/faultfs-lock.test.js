@@ -243,6 +243,36 @@ for (const backend of ['native', 'js']) {
   }
 }
 
+// A polled folder's listing carries each file's signature (inode, size, times), which the polls
+// compare: a rewrite in place keeps the name. A local folder's comes without (never polled):
+// the same files, seen through the mount and beside it.
+test('native dirScan: signatures on a polled (FUSE) folder, none on the local folder under it', { skip, timeout: 60_000 }, async () => {
+  const binding = require('../index.js')
+  const backing = tmp('scan')
+  fs.writeFileSync(path.join(backing, 'worker-a.json'), '{}\n')
+  const m = await mount(backing, 'scan')
+  const sigs = async (dir) => {
+    const chunks = await binding.dirScan(dir)
+    const out = {}
+    for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+      const p = c.split('\0')
+      for (let i = 0; i + 1 < p.length; i += 2) out[p[i]] = p[i + 1]
+    }
+    return out
+  }
+  assert.equal(await binding.dirIsRemote(m.dir), true)
+  const remote = await sigs(m.dir)
+  assert.match(remote['worker-a.json'], /^\d+:3:\d+:\d+$/, 'the size among them')
+  assert.deepEqual(await sigs(backing), { 'worker-a.json': '' })
+  fs.writeFileSync(path.join(backing, 'worker-a.json'), '{"a":1}\n') // in place: same name, same inode
+  // The mount's attribute cache may answer the old times for a while: a deadline, not a sleep.
+  const deadline = Date.now() + 15_000
+  while ((await sigs(m.dir))['worker-a.json'] === remote['worker-a.json']) {
+    assert.ok(Date.now() < deadline, 'the signature follows the rewrite within 15 s')
+    await new Promise((r) => setTimeout(r, 50))
+  }
+})
+
 // Defect 6: the process's own lock creation, performed but answered EIO, is its own directory.
 // On a RENAME_NOREPLACE mount that creation is the rename of its private directory to the lock
 // path, and the process can tell (its private name is gone): it must take the lock at once,

@@ -12,7 +12,9 @@
 //               the names of `*.json` files of the folder `dir` names now (with `child`: that
 //               name, when it is created, removed or renamed) that changed; null means "look
 //               again"; an error means the watch failed and reports nothing more
-//   scan(dir)   → Promise<Map<name, signature>> of the `*.json` files ([] when `dir` is missing)
+//   scan(dir)   → Promise<Map<name, signature>> of the `*.json` files ([] when `dir` is missing);
+//               a signature is compared only where isRemote(dir) (a backend may leave it empty
+//               on a folder it knows is local)
 //   isRemote(dir) → Promise<boolean>: a network or FUSE file system (then it also polls)
 //   readEntry(agentDir, entryId) → what the store's readEntry answers
 const fsp = require('node:fs/promises')

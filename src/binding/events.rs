@@ -319,7 +319,7 @@ pub struct ScanChunks {
 impl ScanChunks {
     /// The next chunk, or null when all were taken: `name\0sig\0` for each file, `sig` the
     /// inode, size, modification and status-change times, as one comparable string (file
-    /// names cannot hold NUL).
+    /// names cannot hold NUL), or empty on a local folder (never polled).
     #[napi(catch_unwind)]
     pub fn take_chunk(&mut self) -> Option<String> {
         self.chunks.pop_front()
@@ -336,14 +336,16 @@ pub fn dir_scan(env: &Env, dir: String) -> Result<PromiseRaw<'_, ScanChunks>> {
     super::failure::run(
         env,
         lane,
-        move || match snapshot::scan(Path::new(&dir)) {
+        move || match scan_signed(&dir) {
             Ok(listing) => {
                 let mut files: Vec<(String, String)> = listing
                     .into_iter()
                     .filter_map(|(name, s)| {
                         let name = name.into_string().ok()?; // K2
                         name.ends_with(".json").then(|| {
-                            let sig = format!("{}:{}:{}:{}", s.ino, s.size, s.mtime_ns, s.ctime_ns);
+                            let sig = s.map_or_else(String::new, |s| {
+                                format!("{}:{}:{}:{}", s.ino, s.size, s.mtime_ns, s.ctime_ns)
+                            });
                             (name, sig)
                         })
                     })
@@ -379,6 +381,30 @@ pub fn dir_scan(env: &Env, dir: String) -> Result<PromiseRaw<'_, ScanChunks>> {
         },
         |_, v| Ok(v),
     )
+}
+
+/// `dir`'s names, each with its signature where the folder is on a network or FUSE file system
+/// (the only folders whose watch polls and compares them); a local folder's names come without
+/// one, saving a `stat` per file and, on the JS thread, a string per file to keep (issue 42:
+/// 200,000 entries). A folder whose kind could not be probed (remembered as local only once
+/// probed) is signed, as `dirIsRemote` may call it remote later.
+fn scan_signed(dir: &str) -> std::io::Result<Vec<(std::ffi::OsString, Option<snapshot::Sig>)>> {
+    let at = Path::new(dir);
+    let local = stamp_of(dir).is_ok_and(|(dev, _, _)| {
+        !fs_kind::is_remote(at, dev) && fs_kind::remembered(at) == Some((dev, false))
+    });
+    if !local {
+        return Ok(snapshot::scan(at)?
+            .into_iter()
+            .map(|(name, sig)| (name, Some(sig)))
+            .collect());
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let Ok(entry) = entry else { continue };
+        names.push((entry.file_name(), None));
+    }
+    Ok(names)
 }
 
 #[cfg(unix)]
