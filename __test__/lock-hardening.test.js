@@ -145,6 +145,49 @@ test(
   },
 )
 
+// Two takers of one stale lock (L3's check-then-remove race, open in proper-lockfile's protocol):
+// the later one's rmdir can remove the directory the first has just made, before the first
+// stamps it. The first's stamp then meets ENOENT. Its lock was taken from under it: contention,
+// retried on the schedule (a sync CAS used to throw `ENOENT, utime`, seen in CI on SMB, where
+// two writers waited out one lock together). strace holds the CAS's first stamp of the lock
+// directory 3 s; meanwhile the test removes the directory, as the other taker would.
+const CAS_SYNC = `
+const lib = require(${JSON.stringify(path.join(root, 'lib', 'index.js'))})
+const [agentDir, file] = JSON.parse(process.argv[2])
+const say = (m) => process.stdout.write(JSON.stringify(m) + '\\n')
+const cur = JSON.parse(require('node:fs').readFileSync(file, 'utf8'))
+try {
+  say({ ok: lib.writeEntryIfUnchangedSync(agentDir, cur, { ...cur, taskRef: 'bumped' }) })
+} catch (e) {
+  say({ error: e.code || e.message, syscall: e.syscall })
+}
+`
+test(
+  'native: a sync CAS whose new lock directory another taker removed before its stamp retries, not ENOENT',
+  { skip: !linux ? 'strace fault injection: Linux only' : !has('strace', ['-V']) && 'strace is not installed', timeout: 60_000 },
+  async () => {
+    const { makeEntry } = require('./store-fixtures.js')
+    const agentDir = tmp('robbed')
+    const entry = makeEntry('worker', 'robbed', { taskRef: 'first' })
+    await native.writeEntry(agentDir, entry)
+    const file = native.entryPath(agentDir, entry.entryId)
+    const lock = `${file}.lock`
+    const traced = ['strace', '-f', '-qq', '-o', '/dev/null', '-e', 'trace=utimensat', '-e', 'inject=utimensat:delay_enter=3000000:when=1', '-P', lock]
+    const c = start(traced, CAS_SYNC, [agentDir, file])
+    // The directory made, its stamp held: removed, as by the other taker's rmdir.
+    const deadline = Date.now() + 20_000
+    while (!fs.existsSync(lock)) {
+      assert.ok(Date.now() < deadline && c.child.exitCode === null, 'the CAS made its lock directory')
+      await sleep(2)
+    }
+    fs.rmdirSync(lock)
+    const { messages, err } = await c.done
+    assert.deepEqual(messages, [{ ok: true }], err)
+    assert.equal(JSON.parse(fs.readFileSync(file, 'utf8')).taskRef, 'bumped')
+    assert.ok(!fs.existsSync(lock), 'nothing left behind')
+  },
+)
+
 // A holder whose refreshes all fail (an SMB client's EIO window outlasting the stale threshold),
 // with nobody taking its lock: it is told ECOMPROMISED, and its release removes its directory,
 // still there as it last set it (L2c). It used to leave it, and under the network rule every

@@ -412,7 +412,10 @@ impl Acquire {
             (S::Times, Reply::Done) => self.stat(S::Verify(None), Which::Lock),
             (S::Times, Reply::Failed(e)) => match e.kind {
                 Unknown => self.stat(S::Verify(Some(e)), Which::Lock),
-                NotFound => self.fail(utime(e), c),
+                // Gone before it was stamped: removed by the one process that may remove a
+                // lock it does not hold, a stale taker racing ours (L3's check-then-remove).
+                // Contention, retried on the schedule (the sync policy too; COMPATIBILITY.md).
+                NotFound => self.fail(Failure::Locked, c),
                 // Ours, untouched: seen first, to be recognized if its removal fails too.
                 _ => self.stat(S::TimesFailed(utime(e)), Which::Lock),
             },
@@ -424,9 +427,8 @@ impl Acquire {
 
             // ---- read back what was made ----
             (S::Verify(times), Reply::Attrs(a)) => self.verify(a, times, c, mem),
-            (S::Verify(_), Reply::Failed(e)) if e.kind == NotFound => {
-                self.fail(failed("stat", e), c)
-            }
+            // Gone before it was read back: taken the same way, contention as well.
+            (S::Verify(_), Reply::Failed(e)) if e.kind == NotFound => self.fail(Failure::Locked, c),
             // Unreadable: removed while surely still ours; too late for that, remembered by
             // its token in case it is there (recognizing it later is no guess).
             (S::Verify(_), Reply::Failed(e)) if self.late(c) => {
