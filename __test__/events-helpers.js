@@ -159,12 +159,4 @@ function leaderExitHelper() {
 }
 
 
-/**
- * Remove a test's folder tree, with Node's own retries and without blocking the event loop. A
- * watch just aborted may still be reading an entry file; on Windows (and Wine) a file open there
- * stays in its folder until it is closed (ENOTEMPTY), and the close needs the event loop free,
- * which fs.rmSync's retries would not leave it.
- */
-const rmTree = (p) => fs.promises.rm(p, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
-
-module.exports = { within, sleep, consume, listing, converges, leaderExitHelper, rmTree }
+module.exports = { within, sleep, consume, listing, converges, leaderExitHelper }

@@ -12,9 +12,9 @@ const os = require('node:os')
 const path = require('node:path')
 const util = require('node:util')
 const { spawn } = require('node:child_process')
-const { root, backends } = require('./helpers.js')
+const { root, backends, rmTree } = require('./helpers.js')
 const { makeEntry, matrixDir } = require('./store-fixtures.js')
-const { sleep, consume, converges, within, rmTree } = require('./events-helpers.js')
+const { sleep, consume, converges, within } = require('./events-helpers.js')
 
 // Wine keeps a removed folder that is watched until its watch closes and tells no watch of it
 // meanwhile (Node's fs.watch alike): a removal on the path cannot be followed there.

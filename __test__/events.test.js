@@ -8,9 +8,9 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { root, backends, sleep, liveChild, reapedPid, zombie } = require('./helpers.js')
+const { root, backends, sleep, liveChild, reapedPid, zombie, rmTree, scanFiles: scanWith } = require('./helpers.js')
 const { makeEntry, tempAgentDir, matrixDir } = require('./store-fixtures.js')
-const { within, rmTree } = require('./events-helpers.js')
+const { within } = require('./events-helpers.js')
 const events = require('../lib/contract/events.js')
 
 const isWin = process.platform === 'win32'
@@ -434,16 +434,7 @@ for (const [name, s] of backends()) {
   })
 }
 
-/** The addon's folder scan as `{ name, sig }` files (dirScan hands them over in chunks). */
-async function scanFiles(dir) {
-  const chunks = await binding.dirScan(dir)
-  const out = []
-  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
-    const p = c.split('\0')
-    for (let i = 0; i + 1 < p.length; i += 2) out.push({ name: p[i], sig: p[i + 1] })
-  }
-  return out
-}
+const scanFiles = (dir) => scanWith(binding, dir)
 
 test('watchEntries polls a folder whose notifications miss remote changes', async (tc) => {
   // A network mount is simulated: the folder watch says nothing, the file system is "remote".

@@ -12,7 +12,7 @@ const path = require('node:path')
 const faultfs = require('./faultfs.js')
 const { makeEntry } = require('./store-fixtures.js')
 const { setup, finished, timeline, overlaps, soon, leftovers, LOCK_RE, KINDS, sec } = require('./faultfs-procs.js')
-const { backends } = require('./helpers.js')
+const { backends, scanFiles } = require('./helpers.js')
 
 const skip = faultfs.available() || false
 const { tmp, mount, start } = setup(test, 'faultfs-lock')
@@ -251,15 +251,7 @@ test('native dirScan: signatures on a polled (FUSE) folder, none on the local fo
   const backing = tmp('scan')
   fs.writeFileSync(path.join(backing, 'worker-a.json'), '{}\n')
   const m = await mount(backing, 'scan')
-  const sigs = async (dir) => {
-    const chunks = await binding.dirScan(dir)
-    const out = {}
-    for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
-      const p = c.split('\0')
-      for (let i = 0; i + 1 < p.length; i += 2) out[p[i]] = p[i + 1]
-    }
-    return out
-  }
+  const sigs = async (dir) => Object.fromEntries((await scanFiles(binding, dir)).map((f) => [f.name, f.sig]))
   assert.equal(await binding.dirIsRemote(m.dir), true)
   const remote = await sigs(m.dir)
   assert.match(remote['worker-a.json'], /^\d+:3:\d+:\d+$/, 'the size among them')

@@ -140,4 +140,24 @@ function watchReports(child) {
   return { reports, until, stderr: () => stderr, stop: () => (waiters = []) }
 }
 
-module.exports = { watchReports, root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode }
+/**
+ * Remove a test's folder tree, with Node's own retries and without blocking the event loop. A
+ * call just ended (an aborted watch, a recovery answered at its deadline) may still be reading
+ * a file; on Windows (and Wine) a file open there stays in its folder until it is closed
+ * (ENOTEMPTY), and the close needs the event loop free, which fs.rmSync's retries would not
+ * leave it.
+ */
+const rmTree = (p) => fs.promises.rm(p, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
+
+/** The addon's folder scan (`dirScan`, handed over in chunks) as `{ name, sig }` files. */
+async function scanFiles(binding, dir) {
+  const chunks = await binding.dirScan(dir)
+  const out = []
+  for (let c = chunks.takeChunk(); c !== null; c = chunks.takeChunk()) {
+    const p = c.split('\0')
+    for (let i = 0; i + 1 < p.length; i += 2) out.push({ name: p[i], sig: p[i + 1] })
+  }
+  return out
+}
+
+module.exports = { watchReports, root, backends, sleep, procState, liveChild, reapedPid, zombie, worldReadableCopy, worldExecutableNode, rmTree, scanFiles }

@@ -12,7 +12,7 @@ const os = require('node:os')
 const path = require('node:path')
 const util = require('node:util')
 const lockfile = require('proper-lockfile')
-const { backends } = require('./helpers.js')
+const { backends, rmTree } = require('./helpers.js')
 
 // ---- value kinds ---------------------------------------------------------------------------
 
@@ -527,14 +527,6 @@ function skip({ c, pos, kind }) {
   return false
 }
 
-/**
- * Remove a sandbox tree. A recovery whose deadline has passed has answered, but its read may
- * still hold a session file open for a moment; on Windows the file's name then stays until it
- * is closed and its folder cannot be removed (ENOTEMPTY). Node's own retries (EBUSY, ENOTEMPTY,
- * EPERM) wait for that condition, with the event loop free to close the file.
- */
-const removeTree = (dir) => fs.promises.rm(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 50 })
-
 function callWith(impl, c, pos, value, root) {
   const args = c.args(root)
   if (pos.prop === undefined) args[pos.i] = value
@@ -546,7 +538,7 @@ function callWith(impl, c, pos, value, root) {
 async function runOne(impl, v, root) {
   const { args, call } = callWith(impl, v.c, v.pos, v.make(), root)
   if (v.c.disk) {
-    await removeTree(root)
+    await rmTree(root)
     fs.mkdirSync(root, { recursive: true })
     // One valid entry and one other file, so reads, lists and CAS have something to see.
     const dir = path.join(root, 'state', 'process-matrix')
@@ -603,7 +595,7 @@ test('hostile input: every export × every position × every value kind, both ba
       }
     }
   } finally {
-    await removeTree(base)
+    await rmTree(base)
   }
   const KNOWN = new Set()
   if (process.platform === 'win32') {

@@ -222,12 +222,12 @@ struct Proc {
 
 const STALE: Duration = Duration::from_millis(2000);
 
-/// Run one simulation.
 /// The local rule's terms (L3): an mtime older than the threshold by the server's clock `now`.
 fn mtime_stale(mtime: i128, now: i128) -> bool {
     mtime < now - STALE.as_nanos() as i128
 }
 
+/// Run one simulation.
 pub fn run(cfg: &Config) -> Report {
     let mut rng = Rng::new(cfg.seed);
     let epoch: i128 = 1_790_000_000 * 1_000_000_000 + i128::from(rng.below(1_000_000_000));
