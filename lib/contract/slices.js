@@ -1,8 +1,10 @@
 'use strict'
 // Work on large folders in slices, shared by both backends (issue 42: 200,000 entries must not
 // hold the event loop for more than 20 ms at a stretch). A slice runs for at most SLICE_MS, then
-// the event loop gets a turn (setImmediate: I/O callbacks and timers run in between).
-const SLICE_MS = 4
+// the event loop gets a turn (setImmediate: I/O callbacks and timers run in between). 2 ms, not
+// 4: a V8 collection of what the work keeps (5–15 ms at 200,000 entries) lands inside a slice,
+// so a stall is a slice plus a pause (bench large-folder, docs/BENCHMARKS.md run F).
+const SLICE_MS = 2
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
 /** A slice clock: `due()` says the slice is used up, `pause()` gives the event loop its turn. */
