@@ -325,6 +325,50 @@ for (const [name, s] of backends()) {
     assert.ok(want.length > 15)
   })
 
+  // The JS backend reads a listing ahead and parses it later, in pieces of ~48 KiB, and parses
+  // what waits once 32 Mi characters do (js/process-matrix-store.js); native reads on 4 threads
+  // and hands pieces over. 40 MiB of valid entries among invalid files crosses every one of those
+  // boundaries.
+  test(`${name}: listEntries across read-ahead batches, pieces and parses of what waited: the oracle's entries, in name order`, async (t) => {
+    const a = tempAgentDir()
+    t.after(() => fs.rmSync(a, { recursive: true, force: true }))
+    const dir = matrixDir(a)
+    fs.mkdirSync(dir, { recursive: true })
+    const r = rng(0x42)
+    const big = (i) => {
+      const e = makeEntry('worker', `big-${i}`)
+      e.agent.resumeContext.contextPointers[0].metadata = { blob: String(i).repeat(4 << 20) }
+      return `${JSON.stringify(e, null, '\t')}\n`
+    }
+    const small = (i) => `${JSON.stringify(makeEntry('master', `s-${i}`, { taskRef: 'x'.repeat(r.int(500)) }), null, '\t')}\n`
+    const invalid = ['', '{', 'null', '[]', '{"entryId":"worker-x"}', `${JSON.stringify(makeEntry('worker', 'bad', { pid: 1.5 }))}`]
+    // Most valid entries are in files named after their id, as hardened mode's listing wants.
+    const put = (id, text) => fs.writeFileSync(path.join(dir, `${r.chance(0.9) ? id : `case-${id}`}.json`), text)
+    let bigs = 0
+    for (let i = 0; i < 400; i++) {
+      const roll = r.int(40)
+      if (roll === 0 && bigs < 10) put(`worker-big-${bigs}`, big(bigs++))
+      else if (roll < 4) fs.writeFileSync(path.join(dir, `case-invalid-${i}.json`), r.pick(invalid))
+      else put(`master-s-${i}`, small(i))
+    }
+    while (bigs < 10) put(`worker-big-${bigs}`, big(bigs++))
+    fs.mkdirSync(path.join(dir, 'case-dir.json'))
+    const names = fs.readdirSync(dir).filter((x) => x.endsWith('.json') && x !== 'case-dir.json').sort()
+    const read = names.map((x) => [x.slice(0, -5), oracleRead(fs.readFileSync(path.join(dir, x), 'utf8'))]).filter(([, v]) => v !== undefined)
+    const want = read.map(([, v]) => v)
+    assert.ok(want.length > 300, `${want.length} valid`)
+    assert.deepStrictEqual(await s.listEntries(a), want)
+    // Hardened mode's listing: only entries in files named after their id.
+    const strict = read.filter(([id, v]) => v.entryId === id).map(([, v]) => v)
+    assert.ok(strict.length > 200 && strict.length < want.length)
+    process.env.PI_NATIVE_HARDENED = '1'
+    try {
+      assert.deepStrictEqual(await s.listEntries(a), strict)
+    } finally {
+      delete process.env.PI_NATIVE_HARDENED
+    }
+  })
+
   // mkfifo: Windows has no FIFOs at file-system paths (named pipes live under \\.\pipe\).
   const noFifo = process.platform === 'win32' && 'no FIFOs at file-system paths on Windows'
   test(`${name}: a FIFO or a directory named *.json reads as absent and never hangs`, { skip: noFifo }, async () => {

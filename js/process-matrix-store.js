@@ -10,7 +10,7 @@ const { withFileLock, withFileLockSync, writeFileAtomic, writeFileAtomicSync } =
 const { mkdirParent, mkdirParentSync, backoff, sleep } = require('../lib/contract/transient.js')
 const { isRemoteDir, readCurrent, readCurrentSync, renameTransient } = require('./remote.js')
 const { readRegularText, readRegularTextSync } = require('./read-file.js')
-const { sortInSlices } = require('../lib/contract/slices.js')
+const { Slices, sortInSlices } = require('../lib/contract/slices.js')
 const { safeEntryId } = require('../lib/contract/hardened.js')
 
 // ---- validation (V1–V20) ---------------------------------------------------------------------
@@ -104,13 +104,17 @@ function parseValid(text) {
 // (js/remote.js): a client cache may lead its name to a replaced file, or cut the new one at an
 // old size.
 async function readValid(file) {
-  let text
+  const text = await readValidText(file)
+  return text === undefined ? undefined : parseValid(text)
+}
+
+/** The text `readValid` parses, or undefined. */
+async function readValidText(file) {
   try {
-    text = isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await readRegularText(file, ENTRY_MAX_BYTES)
+    return isRemoteDir(path.dirname(file)) ? await readCurrent(file) : await readRegularText(file, ENTRY_MAX_BYTES)
   } catch {
     return undefined
   }
-  return text === undefined ? undefined : parseValid(text)
 }
 
 function readValidSync(file) {
@@ -141,15 +145,64 @@ async function listEntries(agentDir, strict = false) {
   } catch {
     return []
   }
+  // Read first, parse after. While files are read, the heap keeps their texts joined into pieces
+  // of ~48 KiB, a few thousand objects V8 marks at once; the entries' objects are then made in
+  // runs of slices, during which its incremental marking keeps up, as in the native backend.
+  // Parsed one by one as they were read, they grew the heap so slowly that a mark-compact found
+  // almost all of its marking left for its final pause: 33–100 ms at 200,000 entries (issue 42;
+  // docs/BENCHMARKS.md, "Large folders"). What is kept unparsed is bounded (RETAIN_CHARS), as
+  // files that turn out invalid are.
+  const slices = new Slices()
+  const sorted = await sortInSlices(names, slices)
+  const idOf = (n) => sorted[n].slice(0, -'.json'.length)
   const out = []
-  for (const name of await sortInSlices(names)) {
-    const id = name.slice(0, -'.json'.length)
-    if (strict && !safeEntryId(id)) continue
-    const v = await readValid(path.join(dir, name))
-    if (v !== undefined && (!strict || v.entryId === id)) out.push(v)
+  const pieces = []
+  let piece = newPiece()
+  let kept = 0
+  const parsePieces = async () => {
+    for (const p of pieces) {
+      for (let j = 0, at = 0; j < p.lengths.length; at += p.lengths[j++]) {
+        const v = parseValid(p.text.slice(at, at + p.lengths[j]))
+        if (v !== undefined && (!strict || v.entryId === idOf(p.names[j]))) out.push(v)
+        if (slices.due()) await slices.pause()
+      }
+    }
+    pieces.length = 0
+    kept = 0
   }
+  const readAt = (n) => (strict && !safeEntryId(idOf(n)) ? undefined : readValidText(path.join(dir, sorted[n])))
+  for (let n = 0; n < sorted.length; n += READ_AHEAD) {
+    const batch = []
+    for (let k = n; k < Math.min(n + READ_AHEAD, sorted.length); k++) batch.push(readAt(k))
+    const texts = await Promise.all(batch)
+    for (let k = 0; k < texts.length; k++) {
+      const text = texts[k]
+      if (text === undefined) continue
+      piece.texts.push(text)
+      piece.lengths.push(text.length)
+      piece.names.push(n + k)
+      piece.size += text.length
+      if (piece.size < PIECE_CHARS) continue
+      pieces.push(joined(piece))
+      kept += piece.size
+      piece = newPiece()
+      if (kept >= RETAIN_CHARS) await parsePieces()
+    }
+  }
+  pieces.push(joined(piece))
+  await parsePieces()
   return out
 }
+
+// Files listEntries reads at once: as many as the native backend's reading threads, so a folder
+// of files at the size bound costs no more memory here than there.
+const READ_AHEAD = 4
+// Texts read by listEntries are joined by the ~48 KiB (as the native backend's pieces), and
+// parsed once 32 Mi characters of them wait.
+const PIECE_CHARS = 48 * 1024
+const RETAIN_CHARS = 32 * 1024 * 1024
+const newPiece = () => ({ texts: [], lengths: [], names: [], size: 0 })
+const joined = (p) => ({ text: p.texts.join(''), lengths: p.lengths, names: p.names })
 
 async function writeEntry(agentDir, entry) {
   const file = entryPath(agentDir, entry.entryId)
