@@ -1,13 +1,15 @@
 'use strict'
 // Pure-JavaScript supervision primitives, for lib/contract/events.js: no process-exit watch
-// (every wait is probed), folders watched with `fs.watch`, listed with readdir + stat, and
-// network file systems told apart by `fs.statfs` (Linux; elsewhere every folder counts as local).
+// (every wait is probed), folders watched with `fs.watch`, listed with `opendir` (and `lstat`
+// where polled), and network file systems told apart by `fs.statfs` (Linux; elsewhere every
+// folder counts as local).
 const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const path = require('node:path')
 
 // statfs magics of network and FUSE file systems (js/remote.js, the one table of the JS side).
 const { REMOTE_MAGIC } = require('./remote.js')
+const { Slices } = require('../lib/contract/slices.js')
 
 /** Folder watches over `fs.watch`, in the shape the contract layer asks for. */
 function createDirWatch() {
@@ -49,7 +51,9 @@ function createDirWatch() {
 /**
  * name → signature of the `*.json` files of `dir` (empty when it is missing). Listed with
  * `opendir`, a batch of names at a time: `readdir` hands a large folder's names to the JS thread
- * at once (~100 ms for 200,000).
+ * at once (~100 ms for 200,000). The signatures are left empty on a folder `isRemote` finds
+ * local, as the native backend's are: only a polled folder compares them (lib/contract/events.js),
+ * and 200,000 `lstat`s took 10 s there, their strings kept as long as the watch.
  */
 async function scan(dir) {
   const names = []
@@ -64,6 +68,14 @@ async function scan(dir) {
     )
   }
   const out = new Map()
+  if (!(await isRemote(dir))) {
+    const slices = new Slices()
+    for (let i = 0; i < names.length; i++) {
+      out.set(names[i], '')
+      if ((i & 1023) === 1023 && slices.due()) await slices.pause()
+    }
+    return out
+  }
   for (const name of names) {
     try {
       const st = await fsp.lstat(path.join(dir, name), { bigint: true })
