@@ -456,10 +456,19 @@ test('sparse files: exactly 64 MiB is read, one byte more is skipped; 256 MiB wi
 const emulated = process.env.PI_NATIVE_EMULATED && `a 64 MiB parse may exceed the 5 s default deadline under ${process.env.PI_NATIVE_EMULATED}`
 test('the event loop keeps ticking while a 64 MiB file is recovered (full-parse path)', { skip: emulated }, async () => {
   const dir = freshDir()
-  // No header: the exact full-file path, which parses every line of the 64 MiB.
+  // No header: the exact full-file path, which parses every line of the 64 MiB. Written a MiB
+  // at a time: made in one piece, the file's text and its copies (~200 MiB) were garbage when
+  // the probe started, and their collection, its helper threads starved on a loaded machine,
+  // held this thread for 116 ms once (CI, loaded run).
   const line = JSON.stringify(toolResult()) + '\n'
-  const body = Buffer.from(line.repeat(Math.floor((64 * 1024 * 1024 - 200) / line.length)))
-  fs.writeFileSync(path.join(dir, 'big_s.jsonl'), Buffer.concat([Buffer.from(jsonl([assistant('first')])), body]))
+  const chunk = Buffer.from(line.repeat(Math.floor((1024 * 1024) / line.length)))
+  const fd = fs.openSync(path.join(dir, 'big_s.jsonl'), 'w')
+  try {
+    fs.writeSync(fd, jsonl([assistant('first')]))
+    for (let i = 0; i < 63; i++) fs.writeSync(fd, chunk)
+  } finally {
+    fs.closeSync(fd)
+  }
   let ticks = 0
   // Gaps less the time the JS thread waited for a CPU other processes held (loop-probe.js): a
   // busy machine stalls every thread, a blocked loop only this one.
