@@ -435,9 +435,15 @@ async function casCounters(t, { label, views, serverView, mode, perWriter, backe
     // Allowed only where the file system is known to wedge a name, and only if it really did:
     // every client whose writer found the entry unreadable for 20 s is refused it (ESTALE, or
     // ENOENT for a name the server lists) while the server's folder has it. The wedge may hold
-    // in one client only (its mount's other writers then read on).
+    // in one client only (its mount's other writers then read on). A client is asked as native
+    // reads ask it: the folder listed first (a READDIRPLUS from the server replaces a cached
+    // name that leads elsewhere), then the file read. Read without the listing, a client's cache
+    // may still open the name the server has wedged: once in CI a mount read it so while a
+    // native writer through it had found it unreadable for 20 s (and two CAS calls of that run
+    // failed ERR_PI_NATIVE_INCOHERENT: a listing and an opened file that disagreed).
     const refused = views.map((v) => {
       try {
+        fs.readdirSync(path.join(v, 'state', 'process-matrix'))
         fs.readFileSync(path.join(v, 'state', 'process-matrix', `${e.entryId}.json`))
         return 'read'
       } catch (err) {
